@@ -1,0 +1,165 @@
+# GPT-2 trainer build.
+#
+#   make train_gpt2cu test_gpt2cu        GPU trainer and GPU test (needs nvcc; runs on a GPU machine)
+#   make host                            host-only tools and tests (no GPU, no nvcc needed)
+#   make test-host                       build and run the host tests
+#
+# Switches (each printed with a check mark at start; a bad value stops the build):
+#   PRECISION=BF16|FP32                  floatX for parameters/activations/gradients (default BF16)
+#   USE_CUDNN=0|1                        cuDNN flash attention instead of llmc/attention.cuh (default 0)
+#   NO_MULTI_GPU=0|1                     build without NCCL (default: 0 when nccl.h is found, else 1)
+#   NO_USE_MPI=0|1                       build without MPI (default: 0 when OpenMPI headers are found)
+#   GPU_COMPUTE_CAPABILITY=90            target architecture (default: read from nvidia-smi, else 90)
+#   CUDNN_FRONTEND_PATH=DIR              cuDNN frontend include dir (default: found via pip package)
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+NVCC ?= nvcc
+CXX ?= g++
+PYTHON ?= python3
+
+PRECISION ?= BF16
+USE_CUDNN ?= 0
+
+ifeq ($(filter $(PRECISION),BF16 FP32),)
+  $(error PRECISION must be BF16 or FP32, got '$(PRECISION)')
+endif
+ifeq ($(filter $(USE_CUDNN),0 1),)
+  $(error USE_CUDNN must be 0 or 1, got '$(USE_CUDNN)')
+endif
+ifeq ($(PRECISION)$(USE_CUDNN),FP321)
+  $(error USE_CUDNN=1 needs PRECISION=BF16: cuDNN fused attention is half precision only)
+endif
+
+# ---------------------------------------------------------------------------------------------
+# GPU architecture: nvidia-smi when present, else 90 (H100/H200). Never silently empty.
+ifeq ($(origin GPU_COMPUTE_CAPABILITY),undefined)
+  DETECTED_CC := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. \r')
+  ifneq ($(DETECTED_CC),)
+    GPU_COMPUTE_CAPABILITY := $(DETECTED_CC)
+    CC_SOURCE := detected by nvidia-smi
+  else
+    GPU_COMPUTE_CAPABILITY := 90
+    CC_SOURCE := default, no nvidia-smi
+  endif
+else
+  CC_SOURCE := set by user
+endif
+ifeq ($(shell [[ "$(GPU_COMPUTE_CAPABILITY)" =~ ^[0-9]+$$ ]] && [ $(GPU_COMPUTE_CAPABILITY) -ge 80 ] && echo ok),)
+  $(error GPU_COMPUTE_CAPABILITY must be a number >= 80 (bf16 needs Ampere or newer), got '$(GPU_COMPUTE_CAPABILITY)')
+endif
+
+# ---------------------------------------------------------------------------------------------
+# NCCL and MPI
+NCCL_HEADER := $(firstword $(wildcard /usr/include/nccl.h /usr/local/cuda/include/nccl.h $(NCCL_HOME)/include/nccl.h))
+ifeq ($(origin NO_MULTI_GPU),undefined)
+  NO_MULTI_GPU := $(if $(NCCL_HEADER),0,1)
+endif
+ifeq ($(filter $(NO_MULTI_GPU),0 1),)
+  $(error NO_MULTI_GPU must be 0 or 1, got '$(NO_MULTI_GPU)')
+endif
+ifeq ($(NO_MULTI_GPU)$(NCCL_HEADER),0)
+  $(error NO_MULTI_GPU=0 but nccl.h was not found: install libnccl-dev (or set NCCL_HOME), or build with NO_MULTI_GPU=1)
+endif
+
+MPI_INCLUDE_DIR := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/openmpi/include /usr/include/openmpi /usr/lib/aarch64-linux-gnu/openmpi/include $(MPI_HOME)/include))
+MPI_LIB_DIR := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/openmpi/lib /usr/lib/aarch64-linux-gnu/openmpi/lib $(MPI_HOME)/lib))
+ifeq ($(origin NO_USE_MPI),undefined)
+  NO_USE_MPI := $(if $(and $(MPI_INCLUDE_DIR),$(filter 0,$(NO_MULTI_GPU))),0,1)
+endif
+ifeq ($(filter $(NO_USE_MPI),0 1),)
+  $(error NO_USE_MPI must be 0 or 1, got '$(NO_USE_MPI)')
+endif
+ifeq ($(NO_USE_MPI)$(MPI_INCLUDE_DIR),0)
+  $(error NO_USE_MPI=0 but OpenMPI headers were not found: apt-get install libopenmpi-dev, or build with NO_USE_MPI=1)
+endif
+ifeq ($(NO_MULTI_GPU)$(NO_USE_MPI),10)
+  $(error NO_USE_MPI=0 needs NCCL (MPI is only used to start NCCL): build with NO_USE_MPI=1 or NO_MULTI_GPU=0)
+endif
+
+# ---------------------------------------------------------------------------------------------
+# Flags
+BUILD_TAG := $(PRECISION)-cudnn$(USE_CUDNN)-nccl$(if $(filter 0,$(NO_MULTI_GPU)),1,0)-mpi$(if $(filter 0,$(NO_USE_MPI)),1,0)-sm$(GPU_COMPUTE_CAPABILITY)
+BUILD_DIR := build/$(BUILD_TAG)
+
+NVCC_FLAGS := -O3 -std=c++17 --use_fast_math -lineinfo -Xptxas=-warn-spills -Xcompiler=-Wall,-Wno-unused-function
+NVCC_FLAGS += -gencode arch=compute_$(GPU_COMPUTE_CAPABILITY),code=sm_$(GPU_COMPUTE_CAPABILITY)
+NVCC_FLAGS += -DENABLE_$(PRECISION) -I.
+NVCC_LDLIBS := -lcublas -lcublasLt -ldl
+GPU_EXTRA_SRCS :=
+ifeq ($(NO_MULTI_GPU),0)
+  NVCC_FLAGS += -DMULTI_GPU
+  NVCC_LDLIBS += -lnccl
+  GPU_EXTRA_SRCS += llmc/nccl_id_exchange.cpp
+endif
+ifeq ($(NO_USE_MPI),0)
+  NVCC_FLAGS += -DUSE_MPI -I$(MPI_INCLUDE_DIR)
+  NVCC_LDLIBS += -L$(MPI_LIB_DIR) -lmpi
+endif
+
+# cuDNN (its own file: finds the frontend headers and the libraries, or stops saying how to get them)
+include mk/cudnn.mk
+
+CXXFLAGS_HOST := -O2 -std=c++17 -Wall -Wextra -I. -pthread
+HOST_LDLIBS := -lpcre2-8 -pthread
+
+GPU_HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
+
+# ---------------------------------------------------------------------------------------------
+.PHONY: all info host test-host clean
+all: info train_gpt2cu test_gpt2cu
+
+ok = $(if $(filter 0,$(1)),✓,✗)
+info:
+	@echo "---------------------------------------------"
+	@echo "✓ PRECISION=$(PRECISION)"
+	@echo "✓ GPU_COMPUTE_CAPABILITY=$(GPU_COMPUTE_CAPABILITY) ($(CC_SOURCE))"
+	@echo "$(if $(filter 1,$(USE_CUDNN)),✓,✗) cuDNN flash attention (USE_CUDNN=$(USE_CUDNN))$(if $(filter 1,$(USE_CUDNN)), frontend: $(CUDNN_FRONTEND_PATH))"
+	@echo "$(call ok,$(NO_MULTI_GPU)) NCCL multi-GPU (NO_MULTI_GPU=$(NO_MULTI_GPU))"
+	@echo "$(call ok,$(NO_USE_MPI)) OpenMPI start-up (NO_USE_MPI=$(NO_USE_MPI))"
+	@echo "  build dir: $(BUILD_DIR)"
+	@echo "---------------------------------------------"
+
+# Binaries are built per switch combination under $(BUILD_DIR) and copied to the repo root, so
+# changing a switch always gives the binary of that combination.
+.PHONY: train_gpt2cu test_gpt2cu
+train_gpt2cu: $(BUILD_DIR)/train_gpt2cu
+	@cp $< $@
+test_gpt2cu: $(BUILD_DIR)/test_gpt2cu
+	@cp $< $@
+
+$(BUILD_DIR)/train_gpt2cu: train_gpt2.cu $(GPU_HEADERS) $(GPU_EXTRA_SRCS) $(CUDNN_OBJ) | info
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) $< $(GPU_EXTRA_SRCS) $(CUDNN_OBJ) $(NVCC_LDLIBS) $(CUDNN_LDLIBS) -o $@
+
+$(BUILD_DIR)/test_gpt2cu: test_gpt2.cu $(GPU_HEADERS) $(CUDNN_OBJ) | info
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) $< $(CUDNN_OBJ) $(NVCC_LDLIBS) $(CUDNN_LDLIBS) -o $@
+
+# ---------------------------------------------------------------------------------------------
+# Host-only code: llmc/*.cpp (except the cuDNN one) is a small library shared by tools and tests.
+HOST_LIB_SRCS := $(filter-out llmc/cudnn_att.cpp,$(wildcard llmc/*.cpp))
+HOST_LIB_OBJS := $(patsubst %.cpp,build/host/%.o,$(HOST_LIB_SRCS))
+HOST_TEST_SRCS := $(wildcard dev/test/test_*.cpp)
+HOST_TESTS := $(patsubst dev/test/%.cpp,build/host/tests/%,$(HOST_TEST_SRCS))
+HOST_TOOLS :=
+
+build/host/%.o: %.cpp $(wildcard llmc/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_HOST) -c $< -o $@
+
+build/host/tests/%: dev/test/%.cpp $(HOST_LIB_OBJS) $(wildcard llmc/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_HOST) $< $(HOST_LIB_OBJS) -lgtest -lgtest_main $(HOST_LDLIBS) -o $@
+
+# Tools register themselves in their own fragments (e.g. dev/data/data.mk appends to HOST_TOOLS).
+-include dev/data/data.mk
+
+host: $(HOST_TOOLS) $(HOST_TESTS)
+
+test-host: host
+	@bash dev/test/run_host_tests.sh $(HOST_TESTS)
+
+clean:
+	rm -rf build train_gpt2cu test_gpt2cu

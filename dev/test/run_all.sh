@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The project's test command (README, CI). On a fresh machine without a GPU it installs what it
+# needs, builds every binary in every supported switch combination, runs every test that needs no
+# GPU, and ends with "N passed, N failed". GPU tests (test_gpt2cu, dev/cuda checks) run on a GPU
+# machine: see README "Tests".
+set -u
+cd "$(dirname "$0")/../.."
+REPO=$(pwd)
+LOG_DIR=${LOG_DIR:-build/test-logs}
+mkdir -p "$LOG_DIR"
+passed=0; failed=0; failed_names=()
+
+# run NAME CMD...: one counted check; output in $LOG_DIR/NAME.log, tail shown on failure
+run() {
+    local name=$1; shift
+    local log="$LOG_DIR/$name.log"
+    local t0=$SECONDS
+    if "$@" >"$log" 2>&1; then
+        passed=$((passed + 1)); echo "PASS  $name ($((SECONDS - t0)) s)"
+    else
+        failed=$((failed + 1)); failed_names+=("$name"); echo "FAIL  $name ($((SECONDS - t0)) s)"; tail -n 40 "$log" | sed 's/^/    /'
+    fi
+}
+# expect_fail NAME PATTERN CMD...: the command must fail and print PATTERN
+expect_fail() {
+    local name=$1 pattern=$2; shift 2
+    local log="$LOG_DIR/$name.log"
+    if "$@" >"$log" 2>&1; then
+        failed=$((failed + 1)); failed_names+=("$name"); echo "FAIL  $name (succeeded but should have failed)"
+    elif grep -q -- "$pattern" "$log"; then
+        passed=$((passed + 1)); echo "PASS  $name (failed as expected)"
+    else
+        failed=$((failed + 1)); failed_names+=("$name"); echo "FAIL  $name (no '$pattern' in output)"; tail -n 20 "$log" | sed 's/^/    /'
+    fi
+}
+
+echo "== dependencies"
+bash dev/test/install_deps.sh || { echo "dependency installation failed"; echo "0 passed, 1 failed"; exit 1; }
+export GPT2_VOCAB_DIR=${GPT2_VOCAB_DIR:-$REPO/../shared/data/gpt2}
+
+echo "== host tools and tests"
+run host-build make -j2 host
+if [ -x build/host/tests/test_model_file ] || ls build/host/tests/test_* >/dev/null 2>&1; then
+    # Reference.* tests need files written by train_gpt2.py: reference_check.sh runs them below
+    out=$(GTEST_FILTER=-Reference.* bash dev/test/run_host_tests.sh build/host/tests/test_* 2>&1); echo "$out" > "$LOG_DIR/host-tests.log"
+    p=$(echo "$out" | sed -nE 's/^host tests: ([0-9]+) passed, ([0-9]+) failed$/\1/p')
+    f=$(echo "$out" | sed -nE 's/^host tests: ([0-9]+) passed, ([0-9]+) failed$/\2/p')
+    echo "$out" | grep -E "FAILED|host tests:" | sed 's/^/    /'
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
+fi
+for t in dev/test/*_check.sh dev/test/test_*.sh; do
+    [ -f "$t" ] || continue
+    run "$(basename "$t" .sh)" bash "$t"
+done
+
+echo "== GPU binaries, every supported switch combination (compile and link only: no GPU here)"
+# (precision, cuDNN, NO_MULTI_GPU, NO_USE_MPI)
+for combo in "BF16 0 0 0" "BF16 0 0 1" "BF16 0 1 1" "FP32 0 0 0" "FP32 0 0 1" "FP32 0 1 1" \
+             "BF16 1 0 0" "BF16 1 1 1"; do
+    set -- $combo
+    name="build-${1}-cudnn${2}-nomultigpu${3}-nompi${4}"
+    run "$name" make -B train_gpt2cu test_gpt2cu PRECISION=$1 USE_CUDNN=$2 NO_MULTI_GPU=$3 NO_USE_MPI=$4 GPU_COMPUTE_CAPABILITY=90
+done
+expect_fail build-FP32-cudnn1-refused "cuDNN fused attention is half precision only" make train_gpt2cu PRECISION=FP32 USE_CUDNN=1
+expect_fail build-bad-precision "PRECISION must be BF16 or FP32" make train_gpt2cu PRECISION=FP16
+expect_fail build-mpi-without-nccl "needs NCCL" make train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=0
+if [ -f dev/cuda/Makefile ]; then
+    run build-dev-cuda make -C dev/cuda -j2 all
+fi
+
+echo "== trainer without a GPU: clear message, exit 1"
+make -B train_gpt2cu PRECISION=BF16 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/null 2>&1
+expect_fail trainer-bad-flag "unknown flag -zz" ./train_gpt2cu -zz 1
+expect_fail trainer-bad-int "expects an integer" ./train_gpt2cu -b abc
+expect_fail trainer-no-data "matches no files" ./train_gpt2cu -i /nonexistent/shard_*.bin
+
+echo
+[ ${#failed_names[@]} -eq 0 ] || echo "failed: ${failed_names[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

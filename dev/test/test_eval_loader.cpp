@@ -1,0 +1,214 @@
+// Tests for llmc/eval_loader.h on a hand-made multiple-choice file (formats.md, magic 20240522):
+// batch layout (inputs, targets, mask), process interleaving, scoring, and clear errors.
+#include <gtest/gtest.h>
+#include <dirent.h>
+
+#include <string>
+#include <vector>
+
+#include "llmc/eval_loader.h"
+
+namespace {
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/test_eval_loader_XXXXXX";
+        if (mkdtemp(tmpl) == nullptr) abort();
+        path = tmpl;
+    }
+    ~TempDir() {
+        if (DIR* d = opendir(path.c_str())) {
+            while (struct dirent* e = readdir(d)) {
+                if (e->d_name[0] != '.') unlink((path + "/" + e->d_name).c_str());
+            }
+            closedir(d);
+        }
+        rmdir(path.c_str());
+    }
+};
+
+struct Ex {
+    int label;
+    std::vector<uint16_t> ctx;
+    std::vector<uint16_t> comp[4];
+};
+
+// Example i: context of 2 + i%3 tokens, completion c of 1 + (i + c) % 3 tokens; token values encode
+// (example, part, position) so the batch layout can be checked exactly.
+std::vector<Ex> make_examples(int n) {
+    std::vector<Ex> out(n);
+    for (int i = 0; i < n; i++) {
+        out[i].label = (i * 7) % 4;
+        for (int t = 0; t < 2 + i % 3; t++) out[i].ctx.push_back((uint16_t)(1000 * i + t));
+        for (int c = 0; c < 4; c++) {
+            for (int t = 0; t < 1 + (i + c) % 3; t++) out[i].comp[c].push_back((uint16_t)(1000 * i + 100 * (c + 1) + t));
+        }
+    }
+    return out;
+}
+
+std::vector<uint16_t> example_stream(const Ex& e, int idx) {
+    std::vector<uint16_t> s = {65535, 0, (uint16_t)idx, (uint16_t)e.label, 4, (uint16_t)e.ctx.size()};
+    s.insert(s.end(), e.ctx.begin(), e.ctx.end());
+    for (int c = 0; c < 4; c++) {
+        s.push_back((uint16_t)e.comp[c].size());
+        s.insert(s.end(), e.comp[c].begin(), e.comp[c].end());
+    }
+    s[1] = (uint16_t)(s.size() * 2);
+    return s;
+}
+
+std::vector<uint16_t> file_body(const std::vector<Ex>& ex, int* longest) {
+    std::vector<uint16_t> body;
+    *longest = 0;
+    for (size_t i = 0; i < ex.size(); i++) {
+        std::vector<uint16_t> s = example_stream(ex[i], (int)i);
+        *longest = std::max(*longest, (int)s.size() * 2);
+        body.insert(body.end(), s.begin(), s.end());
+    }
+    return body;
+}
+
+void write_file(const std::string& path, const std::vector<uint16_t>& body, int n, int longest,
+                int magic = EVAL_MAGIC, int version = EVAL_VERSION) {
+    int32_t header[256] = {0};
+    header[0] = magic;
+    header[1] = version;
+    header[2] = n;
+    header[3] = longest;
+    FILE* f = fopen(path.c_str(), "wb");
+    fwrite(header, 4, 256, f);
+    fwrite(body.data(), 2, body.size(), f);
+    fclose(f);
+}
+
+std::string write_examples(const TempDir& dir, const std::vector<Ex>& ex, const char* name = "eval.bin") {
+    int longest;
+    std::vector<uint16_t> body = file_body(ex, &longest);
+    std::string path = dir.path + "/" + name;
+    write_file(path, body, (int)ex.size(), longest);
+    return path;
+}
+
+}  // namespace
+
+TEST(EvalLoader, BatchLayoutMaskAndInterleaving) {
+    TempDir dir;
+    std::vector<Ex> ex = make_examples(11);
+    std::string path = write_examples(dir, ex);
+    const size_t B = 8, T = 8;  // 2 examples per process per batch
+    for (int P : {1, 2, 3}) {
+        std::vector<int> seen(ex.size(), 0);
+        std::vector<EvalLoader> ranks(P);
+        for (int r = 0; r < P; r++) eval_loader_init(&ranks[r], path.c_str(), B, T, r, P);
+        size_t nb = eval_loader_num_batches(&ranks[0]);
+        EXPECT_EQ(nb, (ex.size() + 2 * P - 1) / (2 * P));
+        for (size_t k = 0; k < nb; k++) {
+            for (int r = 0; r < P; r++) {
+                EvalLoader& el = ranks[r];
+                eval_loader_next_batch(&el);
+                for (size_t e = 0; e < 2; e++) {
+                    size_t i = (k * P + r) * 2 + e;  // block of 2 examples per process in each global batch
+                    if (i >= ex.size()) {
+                        EXPECT_EQ(el.labels[e], -1);
+                        for (size_t t = 0; t < 4 * T; t++) EXPECT_EQ(el.mask[e * 4 * T + t], 0);
+                        continue;
+                    }
+                    seen[i]++;
+                    EXPECT_EQ(el.labels[e], ex[i].label);
+                    for (int c = 0; c < 4; c++) {
+                        std::vector<int> full(ex[i].ctx.begin(), ex[i].ctx.end());
+                        full.insert(full.end(), ex[i].comp[c].begin(), ex[i].comp[c].end());
+                        size_t row = e * 4 + c, ctx = ex[i].ctx.size();
+                        for (size_t t = 0; t < T; t++) {
+                            int in = t < full.size() ? full[t] : EVAL_PAD_TOKEN;
+                            int tg = t + 1 < full.size() ? full[t + 1] : EVAL_PAD_TOKEN;
+                            int m = (t + 1 >= ctx && t + 1 < full.size()) ? 1 : 0;
+                            ASSERT_EQ(el.inputs[row * T + t], in) << "P=" << P << " ex " << i << " c " << c << " t " << t;
+                            ASSERT_EQ(el.targets[row * T + t], tg);
+                            ASSERT_EQ(el.mask[row * T + t], m) << "ex " << i << " c " << c << " t " << t;
+                        }
+                    }
+                }
+            }
+        }
+        for (size_t i = 0; i < ex.size(); i++) EXPECT_EQ(seen[i], 1) << "example " << i << " P=" << P;
+        for (int r = 0; r < P; r++) eval_loader_free(&ranks[r]);
+    }
+}
+
+TEST(EvalLoader, ScoringPicksLowestMeanCompletionLoss) {
+    TempDir dir;
+    std::vector<Ex> ex = make_examples(3);
+    std::string path = write_examples(dir, ex);
+    const size_t B = 12, T = 8;  // all 3 examples in one batch
+    EvalLoader el;
+    eval_loader_init(&el, path.c_str(), B, T, 0, 1);
+    eval_loader_next_batch(&el);
+    // unmasked positions get a huge loss that must be ignored; masked ones a per-completion value
+    std::vector<float> losses(B * T, 1000.0f);
+    auto set_row = [&](size_t row, std::vector<float> per_token) {
+        size_t j = 0;
+        for (size_t t = 0; t < T; t++) {
+            if (el.mask[row * T + t]) losses[row * T + t] = per_token[j++ % per_token.size()];
+        }
+    };
+    // example 0 (label 0): completion 0 has mean 1.0, others 2.0 -> correct
+    for (int c = 0; c < 4; c++) set_row(0 * 4 + c, {c == 0 ? 1.0f : 2.0f});
+    // example 1 (label 3): completion 1 is best -> wrong
+    for (int c = 0; c < 4; c++) set_row(1 * 4 + c, {c == 1 ? 0.5f : 3.0f});
+    // example 2 (label 2): completion 2 has the lowest MEAN but a higher sum (2 tokens vs 1)
+    ASSERT_EQ(ex[2].label, 2);
+    ASSERT_EQ(ex[2].comp[2].size(), 2u);
+    for (int c = 0; c < 4; c++) set_row(2 * 4 + c, {c == 2 ? 1.5f : 1.6f});
+    EXPECT_EQ(eval_loader_stat_losses(&el, losses.data()), 2);
+    // a NaN loss never wins
+    for (int c = 0; c < 4; c++) set_row(1 * 4 + c, {c == 3 ? NAN : 3.0f});  // label 3
+    EXPECT_EQ(eval_loader_stat_losses(&el, losses.data()), 2);
+    eval_loader_free(&el);
+}
+
+TEST(EvalLoaderErrors, BadFiles) {
+    TempDir dir;
+    std::vector<Ex> ex = make_examples(4);
+    int longest;
+    std::vector<uint16_t> body = file_body(ex, &longest);
+    EvalLoader el;
+    auto expect_fail = [&](const std::string& name, const std::vector<uint16_t>& b, int n, const char* regex,
+                           int magic = EVAL_MAGIC, int version = EVAL_VERSION, size_t T = 16) {
+        std::string p = dir.path + "/" + name;
+        write_file(p, b, n, longest, magic, version);
+        EXPECT_EXIT(eval_loader_init(&el, p.c_str(), 8, T, 0, 1), ::testing::ExitedWithCode(1), regex) << name;
+    };
+    expect_fail("magic.bin", body, 4, "magic.bin' has bad magic 20240520", 20240520);
+    expect_fail("version.bin", body, 4, "version.bin' has version 2", EVAL_MAGIC, 2);
+    expect_fail("trunc.bin", std::vector<uint16_t>(body.begin(), body.end() - 3), 4, "trunc.bin' is truncated inside example 3");
+    expect_fail("count.bin", body, 5, "count.bin' is truncated inside example 4");
+    expect_fail("trailing.bin", body, 3, "trailing.bin' has [0-9]+ bytes after its 3 examples");
+    std::vector<uint16_t> b = body;
+    b[0] = 7;
+    expect_fail("delim.bin", b, 4, "delim.bin': example 0 does not start with the delimiter");
+    b = body;
+    b[3] = 4;  // label of example 0
+    expect_fail("label.bin", b, 4, "label.bin': example 0 has label 4");
+    b = body;
+    b[4] = 3;  // number of completions
+    expect_fail("ncomp.bin", b, 4, "ncomp.bin': example 0 has 3 completions");
+    b = body;
+    b[1] += 2;  // example byte size
+    expect_fail("size.bin", b, 4, "size.bin': example 0 says it is [0-9]+ bytes");
+    b = body;
+    b[2] = 9;  // example index
+    expect_fail("index.bin", b, 4, "index.bin': example 0 has index 9");
+    b = body;
+    b[6] = 50257;  // first context token
+    expect_fail("token.bin", b, 4, "token.bin': example 0 has token id 50257");
+    expect_fail("short_t.bin", body, 4, "short_t.bin': example [0-9]+ needs [0-9]+ tokens .* -t is 3",
+                EVAL_MAGIC, EVAL_VERSION, 3);
+    std::string p = dir.path + "/ok.bin";
+    write_file(p, body, 4, longest);
+    EXPECT_EXIT(eval_loader_init(&el, p.c_str(), 6, 16, 0, 1), ::testing::ExitedWithCode(1), "-b to be a multiple of 4");
+    EXPECT_EXIT(eval_loader_init(&el, (dir.path + "/missing.bin").c_str(), 8, 16, 0, 1), ::testing::ExitedWithCode(1),
+                "cannot open '.*missing.bin'");
+}

@@ -1,0 +1,570 @@
+// Tests for llmc/model_file.h: descriptors, parameter layout, bf16 rounding, checkpoint round trips and
+// validation, the debug-state reader, and (suite Reference) files written by train_gpt2.py, found in the
+// directory named by REFERENCE_DIR (dev/test/reference_check.sh makes them). Reference tests fail, never
+// skip, when REFERENCE_DIR is unset: run them through reference_check.sh, or filter with
+// --gtest_filter=-Reference.*
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "llmc/model_file.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// maxT, V, Vp, L, NH, C: small enough to write many files, uneven enough to catch swapped fields.
+constexpr GPT2Config kTiny = {16, 50, 64, 2, 2, 8};
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        std::string tmpl = (fs::temp_directory_path() / "test_model_file.XXXXXX").string();
+        if (mkdtemp(tmpl.data()) == nullptr) fatal("mkdtemp failed for %s", tmpl.c_str());
+        path = tmpl;
+    }
+    ~TempDir() { fs::remove_all(path); }
+    std::string file(const char* name) const { return (path / name).string(); }
+};
+
+// Escapes a path for gtest's POSIX regex so death-test messages can be matched against it.
+std::string re_escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (strchr(".[]{}()\\*+?^$|", c)) out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+std::vector<float> random_floats(size_t n, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 0.02f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+void write_file(const std::string& path, const std::vector<char>& bytes) {
+    FILE* fp = fopen_check(path.c_str(), "wb");
+    fwrite_check(bytes.data(), 1, bytes.size(), fp, path.c_str());
+    fclose_check(fp, path.c_str());
+}
+
+std::vector<char> read_file(const std::string& path) {
+    FILE* fp = fopen_check(path.c_str(), "rb");
+    std::vector<char> bytes(file_size_of(fp, path.c_str()));
+    fread_check(bytes.data(), 1, bytes.size(), fp, path.c_str());
+    fclose_check(fp, path.c_str());
+    return bytes;
+}
+
+int32_t* header_of(std::vector<char>& bytes) { return reinterpret_cast<int32_t*>(bytes.data()); }
+
+bool same_config(const GPT2Config& a, const GPT2Config& b) { return memcmp(&a, &b, sizeof(a)) == 0; }
+
+// A valid v3 file for kTiny, as bytes, for the corruption tests to damage.
+std::vector<char> tiny_v3_bytes(const TempDir& dir) {
+    std::string path = dir.file("valid.bin");
+    std::vector<float> p = random_floats(gpt2_num_parameters(kTiny), 1);
+    model_file_write(path.c_str(), kTiny, p.data(), DType::FP32, 3);
+    return read_file(path);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// descriptors and layout
+
+TEST(Descriptor, KnownDepths) {
+    for (int n : {6, 12, 24, 36, 48}) {
+        GPT2Config c{};
+        std::string d = "d" + std::to_string(n);
+        ASSERT_TRUE(gpt2_config_from_descriptor(d.c_str(), &c)) << d;
+        EXPECT_EQ(c.num_layers, n);
+        EXPECT_EQ(c.num_heads, n);
+        EXPECT_EQ(c.channels, 64 * n);
+        EXPECT_EQ(c.max_seq_len, 1024);
+        EXPECT_EQ(c.vocab_size, 50257);
+        EXPECT_EQ(c.padded_vocab_size, 50304);
+        GPT2Config p{};
+        ASSERT_TRUE(gpt2_config_from_descriptor(("gpt2:" + d).c_str(), &p));
+        EXPECT_TRUE(same_config(c, p)) << "gpt2:" << d;
+    }
+}
+
+TEST(Descriptor, PathsAreNotDescriptors) {
+    GPT2Config c{};
+    for (const char* s : {"gpt2_124M.bin", "d12.bin", "dir/d12", "d", "", "model", "d12x", "./d12"}) {
+        EXPECT_FALSE(gpt2_config_from_descriptor(s, &c)) << s;
+    }
+}
+
+TEST(Descriptor, BadDescriptorsNameTheFlag) {
+    GPT2Config c{};
+    for (const char* s : {"gpt2:", "gpt2:d0", "gpt2:x12", "gpt2:d12.bin", "d0", "d65", "d99999999999"}) {
+        EXPECT_EXIT(gpt2_config_from_descriptor(s, &c), ::testing::ExitedWithCode(1),
+                    "error: -e " + re_escape(s) + ": unknown model descriptor")
+            << s;
+    }
+}
+
+TEST(Layout, ParameterCounts) {
+    GPT2Config c{};
+    ASSERT_TRUE(gpt2_config_from_descriptor("d12", &c));
+    EXPECT_EQ(gpt2_num_parameters(c), 124475904u);
+    size_t s[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(c, s);
+    EXPECT_EQ(s[0], 50304u * 768);          // wte
+    EXPECT_EQ(s[1], 1024u * 768);           // wpe
+    EXPECT_EQ(s[4], 12u * 3 * 768 * 768);   // qkvw
+    EXPECT_EQ(s[12], 12u * 768 * 4 * 768);  // fcprojw
+    EXPECT_EQ(s[15], 768u);                 // lnfb
+    ASSERT_TRUE(gpt2_config_from_descriptor("d2", &c));
+    EXPECT_EQ(gpt2_num_parameters(c), 6966784u);  // what train_gpt2.py prints for d2
+}
+
+// ------------------------------------------------------------------------------------------------
+// bf16
+
+TEST(Bf16, RoundsToNearestEven) {
+    auto bits = [](uint32_t u) { float f; memcpy(&f, &u, 4); return float_to_bf16_rne(f); };
+    EXPECT_EQ(float_to_bf16_rne(1.0f), 0x3F80);
+    EXPECT_EQ(bits(0x3F808000u), 0x3F80);  // tie, even stays
+    EXPECT_EQ(bits(0x3F818000u), 0x3F82);  // tie, odd rounds up
+    EXPECT_EQ(bits(0x3F808001u), 0x3F81);  // above half
+    EXPECT_EQ(bits(0x3F807FFFu), 0x3F80);  // below half
+    EXPECT_EQ(bits(0xBF818000u), 0xBF82);  // sign does not matter
+    EXPECT_EQ(bits(0x7F7FFFFFu), 0x7F80);  // largest float rounds to inf
+    EXPECT_EQ(bits(0x7F800000u), 0x7F80);  // inf stays inf
+    EXPECT_EQ(bits(0x00000001u), 0x0000);  // denormal rounds to zero
+    uint16_t nan = bits(0xFF800001u);      // a NaN whose rounding would carry into the sign
+    EXPECT_TRUE(std::isnan(bf16_to_float(nan)));
+    EXPECT_EQ(nan & 0x8000, 0x8000);
+}
+
+TEST(Bf16, EveryBf16ValueSurvivesTheRoundTrip) {
+    for (uint32_t b = 0; b < 65536; b++) {
+        float f = bf16_to_float(static_cast<uint16_t>(b));
+        if (std::isnan(f)) continue;
+        ASSERT_EQ(float_to_bf16_rne(f), b);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// checkpoints
+
+TEST(ModelFile, Fp32RoundTripAndConversion) {
+    TempDir dir;
+    std::string path = dir.file("m.bin");
+    size_t n = gpt2_num_parameters(kTiny);
+    std::vector<float> p = random_floats(n, 2);
+    model_file_write(path.c_str(), kTiny, p.data(), DType::FP32, 3);
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    EXPECT_EQ(fs::file_size(path), 1024 + 4 * n);
+    ModelFileInfo info = model_file_read_header(path.c_str());
+    EXPECT_EQ(info.version, 3);
+    EXPECT_TRUE(same_config(info.cfg, kTiny));
+    std::vector<float> back(n);
+    model_file_read_params(path.c_str(), info, back.data(), DType::FP32);
+    EXPECT_EQ(memcmp(back.data(), p.data(), 4 * n), 0);
+    std::vector<uint16_t> b16(n);
+    model_file_read_params(path.c_str(), info, b16.data(), DType::BF16);
+    for (size_t i = 0; i < n; i++) ASSERT_EQ(b16[i], float_to_bf16_rne(p[i])) << i;
+}
+
+TEST(ModelFile, Bf16RoundTripAndConversion) {
+    TempDir dir;
+    std::string from32 = dir.file("from32.bin"), from16 = dir.file("from16.bin"), wide = dir.file("wide.bin");
+    size_t n = gpt2_num_parameters(kTiny);
+    std::vector<float> p = random_floats(n, 3);
+    std::vector<uint16_t> rounded(n);
+    for (size_t i = 0; i < n; i++) rounded[i] = float_to_bf16_rne(p[i]);
+    model_file_write(from32.c_str(), kTiny, p.data(), DType::FP32, 5);
+    model_file_write(from16.c_str(), kTiny, rounded.data(), DType::BF16, 5);
+    EXPECT_EQ(fs::file_size(from32), 1024 + 2 * n);
+    EXPECT_EQ(read_file(from32), read_file(from16));
+    ModelFileInfo info = model_file_read_header(from32.c_str());
+    EXPECT_EQ(info.version, 5);
+    EXPECT_TRUE(same_config(info.cfg, kTiny));
+    std::vector<uint16_t> b16(n);
+    model_file_read_params(from32.c_str(), info, b16.data(), DType::BF16);
+    EXPECT_EQ(b16, rounded);
+    std::vector<float> f32(n);
+    model_file_read_params(from32.c_str(), info, f32.data(), DType::FP32);
+    for (size_t i = 0; i < n; i++) ASSERT_EQ(f32[i], bf16_to_float(rounded[i])) << i;
+    // bf16 params written as v3 widen exactly
+    model_file_write(wide.c_str(), kTiny, rounded.data(), DType::BF16, 3);
+    std::vector<float> w(n);
+    model_file_read_params(wide.c_str(), model_file_read_header(wide.c_str()), w.data(), DType::FP32);
+    EXPECT_EQ(w, f32);
+}
+
+TEST(ModelFile, LargeFilesStreamThroughChunks) {
+    // more elements than one conversion chunk, with a non-multiple tail
+    TempDir dir;
+    GPT2Config c = {64, 1000, 1024, 1, 4, 512};
+    size_t n = gpt2_num_parameters(c);
+    ASSERT_GT(n, MODEL_FILE_CHUNK_ELEMS);
+    std::vector<float> p = random_floats(n, 4);
+    std::string path = dir.file("big.bin");
+    model_file_write(path.c_str(), c, p.data(), DType::FP32, 5);
+    std::vector<float> back(n);
+    model_file_read_params(path.c_str(), model_file_read_header(path.c_str()), back.data(), DType::FP32);
+    for (size_t i = 0; i < n; i += 997) ASSERT_EQ(back[i], bf16_to_float(float_to_bf16_rne(p[i]))) << i;
+    EXPECT_EQ(back[n - 1], bf16_to_float(float_to_bf16_rne(p[n - 1])));
+}
+
+// Each corruption must stop with exit code 1 and a message that names the file.
+TEST(ModelFileValidation, RejectsBadFiles) {
+    TempDir dir;
+    std::vector<char> good = tiny_v3_bytes(dir);
+    struct Case { const char* name; std::vector<char> bytes; const char* expect; };
+    std::vector<Case> cases;
+    cases.push_back({"empty.bin", {}, "shorter than the 1024-byte header"});
+    cases.push_back({"short_header.bin", std::vector<char>(good.begin(), good.begin() + 500), "shorter than"});
+    auto damaged = [&](const char* name, auto edit, const char* expect) {
+        std::vector<char> b = good;
+        edit(b);
+        cases.push_back({name, b, expect});
+    };
+    damaged("magic.bin", [](std::vector<char>& b) { header_of(b)[0] = 12345; }, "magic 12345");
+    damaged("shard.bin", [](std::vector<char>& b) { header_of(b)[0] = 20240520; }, "a token shard");
+    damaged("version.bin", [](std::vector<char>& b) { header_of(b)[1] = 4; }, "unsupported model file version 4");
+    damaged("v5_but_fp32_body.bin", [](std::vector<char>& b) { header_of(b)[1] = 5; }, "trailing bytes");
+    damaged("truncated.bin", [](std::vector<char>& b) { b.resize(b.size() - 2); }, "truncated");
+    damaged("trailing.bin", [](std::vector<char>& b) { b.resize(b.size() + 4); }, "trailing bytes");
+    damaged("layers.bin", [](std::vector<char>& b) { header_of(b)[4] = 0; }, "implausible");
+    damaged("heads.bin", [](std::vector<char>& b) { header_of(b)[5] = 3; }, "not divisible by num_heads");
+    damaged("vocab.bin", [](std::vector<char>& b) { header_of(b)[7] = 49; }, "padded_vocab_size < vocab_size");
+    damaged("size_fields.bin", [](std::vector<char>& b) { header_of(b)[6] = 16; }, "implies");
+    for (const Case& c : cases) {
+        std::string path = dir.file(c.name);
+        write_file(path, c.bytes);
+        EXPECT_EXIT(model_file_read_header(path.c_str()), ::testing::ExitedWithCode(1),
+                    "error: .*" + re_escape(path) + ".*" + c.expect)
+            << c.name;
+    }
+    std::string missing = dir.file("missing.bin");
+    EXPECT_EXIT(model_file_read_header(missing.c_str()), ::testing::ExitedWithCode(1),
+                "cannot open '" + re_escape(missing) + "'");
+}
+
+TEST(ModelFileValidation, ReadParamsNoticesAFileThatChanged) {
+    TempDir dir;
+    std::string path = dir.file("m.bin");
+    write_file(path, tiny_v3_bytes(dir));
+    ModelFileInfo info = model_file_read_header(path.c_str());
+    std::vector<char> b = read_file(path);
+    b.resize(b.size() - 8);
+    write_file(path, b);
+    std::vector<float> dst(gpt2_num_parameters(kTiny));
+    EXPECT_EXIT(model_file_read_params(path.c_str(), info, dst.data(), DType::FP32), ::testing::ExitedWithCode(1),
+                re_escape(path) + "' changed size");
+}
+
+TEST(ModelFileValidation, WriteRejectsBadVersionAndConfig) {
+    TempDir dir;
+    std::string path = dir.file("w.bin");
+    std::vector<float> p(gpt2_num_parameters(kTiny));
+    EXPECT_EXIT(model_file_write(path.c_str(), kTiny, p.data(), DType::FP32, 4), ::testing::ExitedWithCode(1),
+                "cannot write '" + re_escape(path) + "': model file version 4");
+    GPT2Config bad = kTiny;
+    bad.num_heads = 3;
+    EXPECT_EXIT(model_file_write(path.c_str(), bad, p.data(), DType::FP32, 3), ::testing::ExitedWithCode(1),
+                "cannot write '" + re_escape(path) + "': bad config");
+}
+
+// ------------------------------------------------------------------------------------------------
+// debug state, synthetic
+
+namespace {
+
+struct DebugFile {
+    int version = 3, B = 2, T = 4, K = 3, has_dev = 1;
+    float lr = 1e-3f;
+};
+
+std::vector<char> debug_state_bytes(const GPT2Config& cfg, const DebugFile& d) {
+    std::vector<int32_t> h(FILE_HEADER_INTS, 0);
+    h[0] = DEBUG_STATE_MAGIC;
+    h[1] = d.version;
+    h[2] = d.B;
+    h[3] = d.T;
+    if (d.version == 3) {
+        h[4] = cfg.vocab_size;
+        h[5] = cfg.padded_vocab_size;
+        h[6] = d.K;
+        memcpy(&h[7], &d.lr, 4);
+        h[8] = d.has_dev;
+    }
+    size_t BT = static_cast<size_t>(d.B) * d.T;
+    std::vector<float> body;  // everything after x, y, as floats
+    std::vector<int32_t> x(BT), y(BT);
+    for (size_t i = 0; i < BT; i++) {
+        x[i] = static_cast<int32_t>((7 * i) % cfg.vocab_size);
+        y[i] = static_cast<int32_t>((7 * i + 7) % cfg.vocab_size);
+    }
+    for (size_t i = 0; i < BT * cfg.vocab_size; i++) body.push_back(0.001f * i);  // logits
+    body.push_back(3.5f);                                                          // loss
+    for (size_t i = 0; i < gpt2_num_parameters(cfg); i++) body.push_back(-0.5f * i);
+    if (d.version == 3) {
+        for (int k = 0; k < d.K; k++) body.push_back(3.5f - k);
+        for (int k = 0; d.has_dev && k < DEBUG_NUM_DEVIATIONS; k++) {
+            body.push_back(2.0f * k);
+            body.push_back(1.0f * k);
+        }
+    }
+    std::vector<char> bytes;
+    auto append = [&](const void* p, size_t n) { bytes.insert(bytes.end(), (const char*)p, (const char*)p + n); };
+    append(h.data(), 4 * h.size());
+    append(x.data(), 4 * BT);
+    append(y.data(), 4 * BT);
+    append(body.data(), 4 * body.size());
+    return bytes;
+}
+
+}  // namespace
+
+TEST(DebugState, ReadsVersion3) {
+    TempDir dir;
+    std::string path = dir.file("d.bin");
+    write_file(path, debug_state_bytes(kTiny, DebugFile{}));
+    DebugState s = debug_state_read(path.c_str(), kTiny);
+    EXPECT_EQ(s.version, 3);
+    EXPECT_EQ(s.B, 2);
+    EXPECT_EQ(s.T, 4);
+    EXPECT_EQ(s.V, kTiny.vocab_size);
+    EXPECT_EQ(s.Vp, kTiny.padded_vocab_size);
+    ASSERT_EQ(s.x.size(), 8u);
+    EXPECT_EQ(s.x[1], 7);
+    EXPECT_EQ(s.y[0], 7);
+    ASSERT_EQ(s.logits.size(), 8u * kTiny.vocab_size);
+    EXPECT_FLOAT_EQ(s.logits[10], 0.01f);
+    EXPECT_EQ(s.loss, 3.5f);
+    ASSERT_EQ(s.grads.size(), gpt2_num_parameters(kTiny));
+    EXPECT_EQ(s.grads.back(), -0.5f * (s.grads.size() - 1));
+    EXPECT_EQ(s.lr, 1e-3f);
+    EXPECT_EQ(s.expected_losses, (std::vector<float>{3.5f, 2.5f, 1.5f}));
+    ASSERT_TRUE(s.has_bf16_deviation);
+    ASSERT_EQ(s.bf16_max_dev.size(), static_cast<size_t>(DEBUG_NUM_DEVIATIONS));
+    EXPECT_EQ(s.bf16_max_dev[DEBUG_DEV_LOSSES], 34.0f);
+    EXPECT_EQ(s.bf16_mean_dev[DEBUG_DEV_GRADS + 2], 3.0f);
+}
+
+TEST(DebugState, ReadsLlmcVersion2AndNoDeviations) {
+    TempDir dir;
+    std::string v2 = dir.file("v2.bin"), nodev = dir.file("nodev.bin");
+    DebugFile d;
+    d.version = 2;
+    write_file(v2, debug_state_bytes(kTiny, d));
+    DebugState s = debug_state_read(v2.c_str(), kTiny);
+    EXPECT_EQ(s.V, kTiny.vocab_size);
+    EXPECT_TRUE(s.expected_losses.empty());
+    EXPECT_FALSE(s.has_bf16_deviation);
+    d = DebugFile{};
+    d.has_dev = 0;
+    write_file(nodev, debug_state_bytes(kTiny, d));
+    s = debug_state_read(nodev.c_str(), kTiny);
+    EXPECT_FALSE(s.has_bf16_deviation);
+    EXPECT_TRUE(s.bf16_max_dev.empty());
+    EXPECT_EQ(s.expected_losses.size(), 3u);
+}
+
+TEST(DebugStateValidation, RejectsBadFiles) {
+    TempDir dir;
+    std::vector<char> good = debug_state_bytes(kTiny, DebugFile{});
+    auto expect_dies = [&](const char* name, std::vector<char> bytes, const GPT2Config& cfg, const char* expect) {
+        std::string path = dir.file(name);
+        write_file(path, bytes);
+        EXPECT_EXIT(debug_state_read(path.c_str(), cfg), ::testing::ExitedWithCode(1),
+                    "error: .*" + re_escape(path) + ".*" + expect)
+            << name;
+    };
+    std::vector<char> b = good;
+    header_of(b)[0] = MODEL_FILE_MAGIC;
+    expect_dies("magic.bin", b, kTiny, "a model checkpoint");
+    b = good;
+    header_of(b)[1] = 4;
+    expect_dies("version.bin", b, kTiny, "unsupported debug state version 4");
+    b = good;
+    b.resize(b.size() - 4);
+    expect_dies("truncated.bin", b, kTiny, "truncated");
+    expect_dies("short.bin", std::vector<char>(good.begin(), good.begin() + 100), kTiny, "shorter than");
+    b = good;
+    header_of(b)[3] = kTiny.max_seq_len + 1;
+    expect_dies("long_T.bin", b, kTiny, "bad batch shape");
+    b = good;
+    header_of(b)[8] = 2;
+    expect_dies("flag.bin", b, kTiny, "bf16 flag 2");
+    GPT2Config other = kTiny;
+    other.vocab_size = 51;
+    expect_dies("vocab.bin", good, other, "written for V=50");
+    GPT2Config deeper = kTiny;
+    deeper.num_layers = 3;
+    expect_dies("model.bin", good, deeper, "written for another model");
+    b = good;
+    header_of(b)[FILE_HEADER_INTS + 3] = kTiny.vocab_size;  // x[3] = V
+    expect_dies("token.bin", b, kTiny, "token 3 out of range");
+    std::string missing = dir.file("missing.bin");
+    EXPECT_EXIT(debug_state_read(missing.c_str(), kTiny), ::testing::ExitedWithCode(1),
+                "cannot open '" + re_escape(missing) + "'");
+}
+
+// ------------------------------------------------------------------------------------------------
+// files written by train_gpt2.py (REFERENCE_DIR)
+
+namespace {
+
+// "<dir>/<name>" for the one "<name>_debug_state.bin" in REFERENCE_DIR, or "" after recording a failure.
+std::string reference_prefix() {
+    const char* dir = getenv("REFERENCE_DIR");
+    if (dir == nullptr || *dir == '\0') {
+        ADD_FAILURE() << "REFERENCE_DIR is not set: run dev/test/reference_check.sh, which writes the files with "
+                         "train_gpt2.py and sets it";
+        return "";
+    }
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        std::string name = e.path().filename().string();
+        const std::string suffix = "_debug_state.bin";
+        if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+            found.push_back((fs::path(dir) / name.substr(0, name.size() - suffix.size())).string());
+        }
+    }
+    if (ec) {
+        ADD_FAILURE() << "REFERENCE_DIR=" << dir << ": " << ec.message();
+        return "";
+    }
+    if (found.size() != 1) {
+        ADD_FAILURE() << "REFERENCE_DIR=" << dir << " must hold exactly one *_debug_state.bin, found " << found.size();
+        return "";
+    }
+    for (const char* suffix : {".bin", "_bf16.bin"}) {
+        if (!fs::exists(found[0] + suffix)) {
+            ADD_FAILURE() << "missing " << found[0] << suffix;
+            return "";
+        }
+    }
+    return found[0];
+}
+
+bool all_finite(const std::vector<float>& v) {
+    for (float x : v) {
+        if (!std::isfinite(x)) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST(Reference, HeadersAgree) {
+    std::string prefix = reference_prefix();
+    ASSERT_FALSE(prefix.empty());
+    ModelFileInfo f32 = model_file_read_header((prefix + ".bin").c_str());
+    ModelFileInfo b16 = model_file_read_header((prefix + "_bf16.bin").c_str());
+    EXPECT_EQ(f32.version, 3);
+    EXPECT_EQ(b16.version, 5);
+    EXPECT_TRUE(same_config(f32.cfg, b16.cfg));
+    EXPECT_EQ(f32.cfg.vocab_size, GPT2_VOCAB_SIZE);
+    EXPECT_EQ(f32.cfg.padded_vocab_size, GPT2_PADDED_VOCAB_SIZE);
+    size_t n = gpt2_num_parameters(f32.cfg);
+    EXPECT_EQ(fs::file_size(prefix + ".bin"), 1024 + 4 * n);
+    EXPECT_EQ(fs::file_size(prefix + "_bf16.bin"), 1024 + 2 * n);
+}
+
+TEST(Reference, Bf16FileIsTheRoundedFp32File) {
+    std::string prefix = reference_prefix();
+    ASSERT_FALSE(prefix.empty());
+    std::string p32 = prefix + ".bin", p16 = prefix + "_bf16.bin";
+    ModelFileInfo info32 = model_file_read_header(p32.c_str());
+    ModelFileInfo info16 = model_file_read_header(p16.c_str());
+    size_t n = gpt2_num_parameters(info32.cfg);
+    std::vector<float> w32(n);
+    std::vector<uint16_t> w16(n), w32_as16(n);
+    model_file_read_params(p32.c_str(), info32, w32.data(), DType::FP32);
+    model_file_read_params(p16.c_str(), info16, w16.data(), DType::BF16);
+    model_file_read_params(p32.c_str(), info32, w32_as16.data(), DType::BF16);
+    size_t mismatches = 0;
+    for (size_t i = 0; i < n; i++) mismatches += w16[i] != float_to_bf16_rne(w32[i]);
+    EXPECT_EQ(mismatches, 0u) << "of " << n << " parameters";
+    EXPECT_EQ(w16, w32_as16);
+    EXPECT_TRUE(all_finite(w32));
+    // padded wte rows are zero; real rows are not
+    const GPT2Config& c = info32.cfg;
+    size_t C = c.channels;
+    for (size_t i = static_cast<size_t>(c.vocab_size) * C; i < static_cast<size_t>(c.padded_vocab_size) * C; i++) {
+        ASSERT_EQ(w32[i], 0.0f) << "wte padding row " << i / C;
+    }
+    float row0 = 0;
+    for (size_t i = 0; i < C; i++) row0 += std::fabs(w32[i]);
+    EXPECT_GT(row0, 0.0f);
+}
+
+TEST(Reference, DebugStateIsSane) {
+    std::string prefix = reference_prefix();
+    ASSERT_FALSE(prefix.empty());
+    GPT2Config cfg = model_file_read_header((prefix + ".bin").c_str()).cfg;
+    DebugState s = debug_state_read((prefix + "_debug_state.bin").c_str(), cfg);
+    EXPECT_EQ(s.version, 3);
+    size_t BT = static_cast<size_t>(s.B) * s.T;
+    for (size_t i = 0; i + 1 < BT; i++) ASSERT_EQ(s.x[i + 1], s.y[i]) << "y must be x shifted by one, at " << i;
+    EXPECT_TRUE(all_finite(s.logits));
+    EXPECT_TRUE(all_finite(s.grads));
+    EXPECT_TRUE(all_finite(s.expected_losses));
+    EXPECT_TRUE(std::isfinite(s.loss));
+
+    // the stored loss is the mean cross-entropy of the stored logits (checks the layout end to end)
+    double ce = 0;
+    for (size_t i = 0; i < BT; i++) {
+        const float* row = &s.logits[i * s.V];
+        double mx = row[0], sum = 0;
+        for (int v = 1; v < s.V; v++) mx = std::max(mx, static_cast<double>(row[v]));
+        for (int v = 0; v < s.V; v++) sum += std::exp(row[v] - mx);
+        ce += mx + std::log(sum) - row[s.y[i]];
+    }
+    ce /= BT;
+    EXPECT_NEAR(ce, s.loss, 1e-4 * s.loss);
+
+    // the K losses: the first is this loss, and training lowers it by at least 30%
+    ASSERT_EQ(s.expected_losses.size(), 10u);
+    EXPECT_GT(s.lr, 0.0f);
+    EXPECT_NEAR(s.expected_losses[0], s.loss, 1e-5 * s.loss);
+    EXPECT_LE(s.expected_losses.back(), 0.7f * s.expected_losses.front());
+    for (size_t k = 1; k < s.expected_losses.size(); k++) {
+        EXPECT_LT(s.expected_losses[k], s.expected_losses[0]) << "loss " << k;
+    }
+
+    // gradients: every tensor has some; padded wte rows and wpe rows >= T have none
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(cfg, sizes);
+    size_t off = 0, C = cfg.channels;
+    for (int t = 0; t < NUM_PARAMETER_TENSORS; t++) {
+        double l1 = 0;
+        for (size_t i = 0; i < sizes[t]; i++) l1 += std::fabs(s.grads[off + i]);
+        EXPECT_GT(l1, 0.0) << PARAMETER_TENSOR_NAMES[t];
+        off += sizes[t];
+    }
+    for (size_t i = static_cast<size_t>(s.V) * C; i < static_cast<size_t>(s.Vp) * C; i++) {
+        ASSERT_EQ(s.grads[i], 0.0f) << "wte padding row " << i / C;
+    }
+    for (size_t i = static_cast<size_t>(s.T) * C; i < sizes[1]; i++) {
+        ASSERT_EQ(s.grads[sizes[0] + i], 0.0f) << "wpe row " << i / C;
+    }
+
+    // bf16 deviations: present, finite, 0 <= mean <= max, and nonzero (bf16 does differ from fp32)
+    ASSERT_TRUE(s.has_bf16_deviation);
+    for (int k = 0; k < DEBUG_NUM_DEVIATIONS; k++) {
+        EXPECT_TRUE(std::isfinite(s.bf16_max_dev[k]) && std::isfinite(s.bf16_mean_dev[k])) << k;
+        EXPECT_GE(s.bf16_mean_dev[k], 0.0f) << k;
+        EXPECT_LE(s.bf16_mean_dev[k], s.bf16_max_dev[k]) << k;
+    }
+    EXPECT_GT(s.bf16_max_dev[DEBUG_DEV_LOGITS], 0.0f);
+    EXPECT_GT(s.bf16_max_dev[DEBUG_DEV_LOSSES], 0.0f);
+}

@@ -1,0 +1,435 @@
+// Tests for llmc/run_state.h: state file round trip (incl. data loader and outlier windows),
+// temp-then-rename safety, rejection of foreign/corrupted/truncated files, and the checkpoint
+// directory helpers (find latest complete step, pruning rules).
+#include <gtest/gtest.h>
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <csignal>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "llmc/run_state.h"
+
+namespace {
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/test_run_state_XXXXXX";
+        if (mkdtemp(tmpl) == nullptr) abort();
+        path = tmpl;
+    }
+    ~TempDir() { remove_all(path); }
+    static void remove_all(const std::string& p) {
+        if (DIR* d = opendir(p.c_str())) {
+            while (struct dirent* e = readdir(d)) {
+                std::string name = e->d_name;
+                if (name == "." || name == "..") continue;
+                std::string child = p + "/" + name;
+                struct stat sb;
+                if (lstat(child.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode)) remove_all(child);
+                else unlink(child.c_str());
+            }
+            closedir(d);
+        }
+        rmdir(p.c_str());
+    }
+};
+
+bool exists(const std::string& p) {
+    struct stat sb;
+    return stat(p.c_str(), &sb) == 0;
+}
+
+void touch(const std::string& p) {
+    FILE* f = fopen(p.c_str(), "wb");
+    fclose(f);
+}
+
+std::set<std::string> list_dir(const std::string& dir) {
+    std::set<std::string> out;
+    DIR* d = opendir(dir.c_str());
+    while (struct dirent* e = readdir(d)) {
+        if (e->d_name[0] != '.') out.insert(e->d_name);
+    }
+    closedir(d);
+    return out;
+}
+
+std::vector<uint8_t> read_all(const std::string& p) {
+    FILE* f = fopen(p.c_str(), "rb");
+    std::vector<uint8_t> out;
+    int c;
+    while ((c = fgetc(f)) != EOF) out.push_back((uint8_t)c);
+    fclose(f);
+    return out;
+}
+
+void write_all(const std::string& p, const std::vector<uint8_t>& bytes) {
+    FILE* f = fopen(p.c_str(), "wb");
+    fwrite(bytes.data(), 1, bytes.size(), f);
+    fclose(f);
+}
+
+// Optimizer buffers of a fake model: m, v, master (floats with recognisable values).
+struct Opt {
+    std::vector<float> m, v, master;
+    explicit Opt(size_t n, float base = 0.0f) : m(n), v(n), master(n) {
+        for (size_t i = 0; i < n; i++) {
+            m[i] = base + 0.5f * i;
+            v[i] = base + 1e-3f * i;
+            master[i] = base - 2.0f * i;
+        }
+    }
+    std::vector<HostBuffer> body(bool with_master = true) {
+        std::vector<HostBuffer> b = {{m.data(), m.size() * 4}, {v.data(), v.size() * 4}};
+        if (with_master) b.push_back({master.data(), master.size() * 4});
+        return b;
+    }
+};
+
+RunState sample_state(bool shuffle) {
+    RunState rs;
+    rs.num_processes = 4;
+    rs.process_rank = 2;
+    rs.use_master_weights = true;
+    rs.shuffle = shuffle;
+    rs.step = 1234;
+    rs.rng_state = 0xDEADBEEF12345678ull;
+    rs.rng_state_last_update = 0x0123456789ABCDEFull;
+    rs.loader.epoch = 3;
+    rs.loader.shard_idx = 5;
+    rs.loader.sample_idx = 0x100000007ull;  // needs both words
+    if (shuffle) {
+        rs.loader.shard_order = {2, 0, 1, 5, 4, 3};
+        rs.loader.sample_order = {3, 1, 0, 2};
+        rs.loader.shuffle_rng = 987654321;
+    }
+    rs.has_outliers = true;
+    outlier_detector_init(&rs.loss_outlier);
+    outlier_detector_init(&rs.grad_norm_outlier);
+    for (int i = 0; i < 150; i++) {
+        outlier_detector_update(&rs.loss_outlier, 3.0 + 0.01 * i);
+        outlier_detector_update(&rs.grad_norm_outlier, 1.0 / (i + 1));
+    }
+    return rs;
+}
+
+}  // namespace
+
+TEST(RunState, RoundTripAllFields) {
+    TempDir dir;
+    for (bool shuffle : {false, true}) {
+        std::string path = ckpt_state_path(dir.path, 1234, 2);
+        RunState rs = sample_state(shuffle);
+        Opt a(1000);
+        run_state_write(path, rs, a.body());
+        EXPECT_FALSE(exists(path + ".tmp"));
+        EXPECT_EQ(read_all(path).size(), 1024 + 3 * 4000 + (shuffle ? 8 + 24 + 8 + 16 + 8 : 0) + 2 * (8 + 1024));
+
+        RunState peek = run_state_peek(path);
+        EXPECT_TRUE(peek.use_master_weights);
+        EXPECT_EQ(peek.body_bytes, 12000u);
+
+        Opt b(1000, 99.0f);
+        RunState got = run_state_read(path, b.body(), 4, 2);
+        EXPECT_EQ(b.m, a.m);
+        EXPECT_EQ(b.v, a.v);
+        EXPECT_EQ(b.master, a.master);
+        EXPECT_EQ(got.step, 1234);
+        EXPECT_EQ(got.rng_state, rs.rng_state);
+        EXPECT_EQ(got.rng_state_last_update, rs.rng_state_last_update);
+        EXPECT_EQ(got.shuffle, shuffle);
+        EXPECT_EQ(got.loader.epoch, 3u);
+        EXPECT_EQ(got.loader.shard_idx, 5u);
+        EXPECT_EQ(got.loader.sample_idx, 0x100000007ull);
+        EXPECT_EQ(got.loader.shard_order, rs.loader.shard_order);
+        EXPECT_EQ(got.loader.sample_order, rs.loader.sample_order);
+        EXPECT_EQ(got.loader.shuffle_rng, rs.loader.shuffle_rng);
+        ASSERT_TRUE(got.has_outliers);
+        // restored detectors continue exactly like the originals
+        EXPECT_EQ(outlier_detector_update(&got.loss_outlier, 4.5), outlier_detector_update(&rs.loss_outlier, 4.5));
+        EXPECT_EQ(outlier_detector_update(&got.grad_norm_outlier, 0.1),
+                  outlier_detector_update(&rs.grad_norm_outlier, 0.1));
+    }
+}
+
+TEST(RunState, HeaderSlotsFollowFormatsMd) {
+    TempDir dir;
+    std::string path = dir.path + "/s.bin";
+    RunState rs = sample_state(false);
+    rs.has_outliers = false;
+    Opt a(10);
+    run_state_write(path, rs, a.body(false));
+    std::vector<uint8_t> bytes = read_all(path);
+    const int32_t* h = (const int32_t*)bytes.data();
+    EXPECT_EQ(h[0], 20240527);
+    EXPECT_EQ(h[1], 1);
+    EXPECT_EQ(h[2], 4);
+    EXPECT_EQ(h[3], 2);
+    EXPECT_EQ(h[4], 1);
+    EXPECT_EQ(h[5], 0);
+    EXPECT_EQ(h[10], 1234);
+    EXPECT_EQ((uint32_t)h[20], 0x12345678u);
+    EXPECT_EQ((uint32_t)h[21], 0xDEADBEEFu);
+    EXPECT_EQ((uint32_t)h[22], 0x89ABCDEFu);
+    EXPECT_EQ((uint32_t)h[30], 5u);
+    EXPECT_EQ((uint32_t)h[32], 7u);
+    EXPECT_EQ((uint32_t)h[33], 1u);
+    EXPECT_EQ(bytes.size(), 1024u + 80u);
+    // m then v right after the header
+    EXPECT_EQ(memcmp(bytes.data() + 1024, a.m.data(), 40), 0);
+    EXPECT_EQ(memcmp(bytes.data() + 1064, a.v.data(), 40), 0);
+}
+
+TEST(RunState, InterruptedWriteLeavesTheOldFileIntact) {
+    TempDir dir;
+    std::string path = dir.path + "/state_00000010_00000.bin";
+    RunState rs = sample_state(true);
+    rs.num_processes = 1;
+    rs.process_rank = 0;
+    Opt a(64);
+    run_state_write(path, rs, a.body());
+    std::vector<uint8_t> good = read_all(path);
+    // a crash in the middle of the next write leaves a partial .tmp and never touches the final name
+    write_all(path + ".tmp", std::vector<uint8_t>(good.begin(), good.begin() + 700));
+    EXPECT_EQ(read_all(path), good);
+    Opt b(64, 5.0f);
+    run_state_read(path, b.body(), 1, 0);
+    EXPECT_EQ(b.m, a.m);
+    // the next successful write replaces the leftover and the file
+    Opt c(64, 7.0f);
+    run_state_write(path, rs, c.body());
+    EXPECT_FALSE(exists(path + ".tmp"));
+    run_state_read(path, b.body(), 1, 0);
+    EXPECT_EQ(b.m, c.m);
+}
+
+TEST(RunState, WriteThatDiesHalfWayLeavesThePreviousFile) {
+    TempDir dir;
+    std::string path = dir.path + "/state.bin";
+    RunState rs = sample_state(true);
+    rs.num_processes = 1;
+    rs.process_rank = 0;
+    Opt a(4096);
+    run_state_write(path, rs, a.body());
+    std::vector<uint8_t> good = read_all(path);
+    // Simulate a disk that fills up half way: in the (forked) death-test child, files may not grow
+    // past 20 kB, so the write of the ~50 kB state fails part way through the body.
+    auto write_with_full_disk = [&]() {
+        struct rlimit rl = {20000, 20000};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        signal(SIGXFSZ, SIG_IGN);  // get EFBIG from write() instead of being killed
+        Opt c(4096, 3.0f);
+        run_state_write(path, rs, c.body());
+    };
+    EXPECT_EXIT(write_with_full_disk(), ::testing::ExitedWithCode(1), "write error on '.*state.bin.tmp'");
+    EXPECT_EQ(read_all(path), good);  // the final name still holds the complete old file
+    EXPECT_TRUE(exists(path + ".tmp"));  // the partial temp file is what got cut short
+    Opt b(4096, 1.0f);
+    run_state_read(path, b.body(), 1, 0);
+    EXPECT_EQ(b.v, a.v);
+}
+
+TEST(RunStateErrors, ForeignCorruptedAndTruncatedFilesAreRejected) {
+    TempDir dir;
+    std::string path = dir.path + "/state.bin";
+    RunState rs = sample_state(true);
+    Opt a(256);
+    run_state_write(path, rs, a.body());
+    std::vector<uint8_t> good = read_all(path);
+    Opt b(256);
+    auto variant = [&](const char* name, std::vector<uint8_t> bytes) {
+        std::string p = dir.path + "/" + name;
+        write_all(p, bytes);
+        return p;
+    };
+    // wrong process count / rank for this run
+    EXPECT_EXIT(run_state_read(path, b.body(), 8, 2), ::testing::ExitedWithCode(1),
+                "state.bin' belongs to process 2 of 4, but this is process 2 of 8");
+    EXPECT_EXIT(run_state_read(path, b.body(), 4, 0), ::testing::ExitedWithCode(1), "process 2 of 4, but this is process 0 of 4");
+    // different model size
+    Opt small(100);
+    EXPECT_EXIT(run_state_read(path, small.body(), 4, 2), ::testing::ExitedWithCode(1),
+                "holds 3072 bytes of optimizer state but this run needs 1200");
+    // bad magic / version
+    std::vector<uint8_t> m = good;
+    m[0] ^= 1;
+    EXPECT_EXIT(run_state_read(variant("magic.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
+                "magic.bin' is not a run state file");
+    m = good;
+    m[4] = 2;
+    EXPECT_EXIT(run_state_read(variant("version.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
+                "version.bin' has version 2");
+    // flipped byte in the body: checksum
+    m = good;
+    m[1024 + 3000] ^= 0x10;
+    EXPECT_EXIT(run_state_read(variant("flip.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
+                "flip.bin' is corrupted: checksum mismatch");
+    // truncated at several places: header, body, tail
+    for (size_t keep : {(size_t)100, (size_t)2000, good.size() - 5}) {
+        m.assign(good.begin(), good.begin() + keep);
+        EXPECT_EXIT(run_state_read(variant("trunc.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
+                    "trunc.bin' is (truncated|corrupted)")
+            << keep;
+    }
+    // extra bytes at the end
+    m = good;
+    m.push_back(0);
+    EXPECT_EXIT(run_state_read(variant("extra.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
+                "extra.bin' has 1 unexpected bytes at the end");
+    EXPECT_EXIT(run_state_read(dir.path + "/missing.bin", b.body(), 4, 2), ::testing::ExitedWithCode(1),
+                "cannot open '.*missing.bin'");
+}
+
+TEST(RunState, RestoresTheDataLoaderExactly) {
+    TempDir dir;
+    for (int s = 0; s < 3; s++) {
+        std::vector<uint16_t> tok(100 + 20 * s);
+        for (size_t i = 0; i < tok.size(); i++) tok[i] = (uint16_t)(s * 1000 + i);
+        int32_t header[256] = {SHARD_MAGIC, SHARD_VERSION, (int32_t)tok.size()};
+        FILE* f = fopen((dir.path + "/shard_" + std::to_string(s) + ".bin").c_str(), "wb");
+        fwrite(header, 4, 256, f);
+        fwrite(tok.data(), 2, tok.size(), f);
+        fclose(f);
+    }
+    std::string pattern = dir.path + "/shard_*.bin";
+    DataLoader full, first, resumed;
+    dataloader_init(&full, pattern.c_str(), "-i", 2, 3, 0, 1, true, 11);
+    dataloader_init(&first, pattern.c_str(), "-i", 2, 3, 0, 1, true, 11);
+    dataloader_init(&resumed, pattern.c_str(), "-i", 2, 3, 0, 1, true, 11);
+    std::vector<std::vector<int>> expect;
+    for (int k = 0; k < 120; k++) {
+        dataloader_next_batch(&full);
+        expect.emplace_back(full.inputs, full.inputs + 6);
+    }
+    for (int k = 0; k < 41; k++) dataloader_next_batch(&first);
+    RunState rs;
+    rs.shuffle = true;
+    rs.loader = dataloader_get_state(&first);
+    std::string path = ckpt_state_path(dir.path, 41, 0);
+    float dummy[4] = {1, 2, 3, 4};
+    run_state_write(path, rs, {{dummy, sizeof(dummy)}});
+    RunState got = run_state_read(path, {{dummy, sizeof(dummy)}}, 1, 0);
+    run_state_restore_loader(got, &resumed, path);
+    for (int k = 41; k < 120; k++) {
+        dataloader_next_batch(&resumed);
+        ASSERT_EQ(std::vector<int>(resumed.inputs, resumed.inputs + 6), expect[k]) << k;
+    }
+    DataLoader unshuffled;
+    dataloader_init(&unshuffled, pattern.c_str(), "-i", 2, 3, 0, 1, false, 0);
+    EXPECT_EXIT(run_state_restore_loader(got, &unshuffled, path), ::testing::ExitedWithCode(1),
+                "written with data shuffling but this run has it off");
+    dataloader_free(&full);
+    dataloader_free(&first);
+    dataloader_free(&resumed);
+    dataloader_free(&unshuffled);
+}
+
+TEST(Checkpoint, PathsAndDirCreation) {
+    TempDir dir;
+    EXPECT_EQ(ckpt_model_path("out", 5000), "out/model_00005000.bin");
+    EXPECT_EQ(ckpt_state_path("out", 5000, 3), "out/state_00005000_00003.bin");
+    EXPECT_EQ(ckpt_done_path("out", 5000), "out/DONE_00005000");
+    std::string nested = dir.path + "/a/b/c";
+    ckpt_make_dir(nested);
+    ckpt_make_dir(nested);  // existing is fine
+    EXPECT_TRUE(exists(nested));
+    touch(dir.path + "/file");
+    EXPECT_EXIT(ckpt_make_dir(dir.path + "/file/x"), ::testing::ExitedWithCode(1), "-o: cannot create directory");
+}
+
+TEST(Checkpoint, FindLatestIgnoresStepsWithoutDone) {
+    TempDir dir;
+    EXPECT_EQ(ckpt_find_latest(dir.path), -1);
+    EXPECT_EQ(ckpt_find_latest(dir.path + "/missing"), -1);
+    for (int step : {100, 200, 300}) {
+        touch(ckpt_model_path(dir.path, step));
+        touch(ckpt_state_path(dir.path, step, 0));
+    }
+    ckpt_write_done(dir.path, 100);
+    ckpt_write_done(dir.path, 200);
+    touch(dir.path + "/DONE_00000400.tmp");  // a marker that never got renamed
+    touch(dir.path + "/DONE_0000050");       // not a DONE name (7 digits)
+    touch(dir.path + "/DONE_00000600x");
+    EXPECT_EQ(ckpt_find_latest(dir.path), 200);  // 300 has no DONE
+    ckpt_write_done(dir.path, 300);
+    EXPECT_EQ(ckpt_find_latest(dir.path), 300);
+    ckpt_write_done(dir.path, 123456789);  // more than 8 digits still parses
+    EXPECT_EQ(ckpt_find_latest(dir.path), 123456789);
+}
+
+TEST(Checkpoint, PruneKeepsLastNAndMultiplesDeletesDoneFirst) {
+    TempDir dir;
+    auto make_ckpt = [&](int step, bool done, int ranks = 2) {
+        touch(ckpt_model_path(dir.path, step));
+        for (int r = 0; r < ranks; r++) touch(ckpt_state_path(dir.path, step, r));
+        if (done) ckpt_write_done(dir.path, step);
+    };
+    for (int step = 100; step <= 800; step += 100) make_ckpt(step, true);
+    make_ckpt(250, false);                                  // crashed half-written checkpoint
+    touch(ckpt_model_path(dir.path, 350) + ".tmp");         // leftover temp file
+    make_ckpt(900, false);                                  // beyond current_step: left alone
+    touch(dir.path + "/main.log");
+
+    ckpt_prune(dir.path, 0, 0, 800);  // -nk 0: off
+    EXPECT_TRUE(exists(ckpt_model_path(dir.path, 100)));
+
+    ckpt_prune(dir.path, 3, 400, 800);
+    std::set<std::string> expect = {"main.log"};
+    for (int step : {400, 600, 700, 800}) {  // last 3 + multiples of 400
+        expect.insert(ckpt_model_path("", step).substr(1));
+        expect.insert(ckpt_done_path("", step).substr(1));
+        for (int r = 0; r < 2; r++) expect.insert(ckpt_state_path("", step, r).substr(1));
+    }
+    expect.insert(ckpt_model_path("", 900).substr(1));
+    for (int r = 0; r < 2; r++) expect.insert(ckpt_state_path("", 900, r).substr(1));
+    EXPECT_EQ(list_dir(dir.path), expect);
+    EXPECT_EQ(ckpt_find_latest(dir.path), 800);
+
+    // a later step: 600 drops out of the last 3, 400 stays forever
+    make_ckpt(1000, true);
+    ckpt_prune(dir.path, 3, 400, 1000);
+    EXPECT_FALSE(exists(ckpt_model_path(dir.path, 600)));
+    EXPECT_TRUE(exists(ckpt_done_path(dir.path, 400)));
+    EXPECT_TRUE(exists(ckpt_done_path(dir.path, 700)));
+    EXPECT_FALSE(exists(ckpt_model_path(dir.path, 900)));  // incomplete and now older than current
+}
+
+TEST(Checkpoint, PruneKeepsTheWholeCheckpointIfDoneCannotBeDeleted) {
+    TempDir dir;
+    for (int step : {100, 200}) {
+        touch(ckpt_model_path(dir.path, step));
+        touch(ckpt_state_path(dir.path, step, 0));
+        ckpt_write_done(dir.path, step);
+    }
+    unlink(ckpt_done_path(dir.path, 100).c_str());  // an undeletable DONE: a non-empty directory
+    mkdir(ckpt_done_path(dir.path, 100).c_str(), 0755);
+    touch(ckpt_done_path(dir.path, 100) + "/x");
+    ckpt_prune(dir.path, 1, 0, 200);
+    EXPECT_TRUE(exists(ckpt_model_path(dir.path, 100)));
+    EXPECT_TRUE(exists(ckpt_state_path(dir.path, 100, 0)));
+}
+
+TEST(Checkpoint, PruneNeverLeavesAResumableHalfDeletedCheckpoint) {
+    // If deletion stops part way (e.g. the state files cannot be removed), DONE is already gone, so
+    // find_latest never returns that step.
+    TempDir dir;
+    for (int step : {100, 200}) {
+        touch(ckpt_model_path(dir.path, step));
+        touch(ckpt_state_path(dir.path, step, 0));
+        ckpt_write_done(dir.path, step);
+    }
+    // make the state file of step 100 undeletable: replace it by a non-empty directory
+    unlink(ckpt_state_path(dir.path, 100, 0).c_str());
+    mkdir(ckpt_state_path(dir.path, 100, 0).c_str(), 0755);
+    touch(ckpt_state_path(dir.path, 100, 0) + "/x");
+    ckpt_prune(dir.path, 1, 0, 200);
+    EXPECT_FALSE(exists(ckpt_done_path(dir.path, 100)));
+    EXPECT_TRUE(exists(ckpt_state_path(dir.path, 100, 0)));
+    EXPECT_EQ(ckpt_find_latest(dir.path), 200);
+}

@@ -1,0 +1,247 @@
+/*
+ * Multiple-choice eval loader (formats.md "Multiple-choice eval file", HellaSwag style, magic 20240522).
+ *
+ * The whole file is parsed and validated at init (HellaSwag val is ~10k examples, a few MB). Each
+ * example has a context, 4 completions and a label. A batch has B rows = B/4 examples x 4 completions;
+ * row 4*e + c holds context + completion c of the batch's example e, left aligned and padded:
+ *   inputs[row, t]  = token t of (context, completion)      (pad: end-of-text 50256)
+ *   targets[row, t] = token t+1                              (pad: 50256)
+ *   mask[row, t]    = 1 where targets[row, t] is a completion token, else 0
+ * so the model's loss at a masked position is the loss of one completion token given everything
+ * before it. All three arrays are (B, T) and overwritten by each next_batch.
+ *
+ * Process interleaving: global batch k holds examples [k*P*E, (k+1)*P*E) with E = B/4 examples per
+ * process; process r takes the E examples starting at k*P*E + r*E. Every process runs the same number
+ * of batches (ceil(N / (P*E))), so collective reductions line up; rows past the last example are
+ * padding with an all-zero mask and count for nothing.
+ *
+ * API
+ *   void eval_loader_init(EvalLoader*, const char* path, size_t B, size_t T, int process_rank,
+ *                         int num_processes)      B must be a multiple of 4; examples must fit in T
+ *   size_t eval_loader_num_batches(const EvalLoader*)
+ *   void eval_loader_reset(EvalLoader*)
+ *   void eval_loader_next_batch(EvalLoader*)     fills inputs, targets, mask, labels
+ *   int  eval_loader_stat_losses(const EvalLoader*, const float* losses)
+ *        losses (B*T, per-position losses of the current batch) -> number of this process's
+ *        examples in the batch whose lowest mean completion loss is the labelled completion
+ *   void eval_loader_free(EvalLoader*)
+ * Bad files (magic, version, delimiter, sizes, labels, token ids, truncation, trailing bytes) stop
+ * with one fatal() message naming the file and the example.
+ */
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "llmc/utils.h"
+
+constexpr int32_t EVAL_MAGIC = 20240522;
+constexpr int32_t EVAL_VERSION = 1;
+constexpr int EVAL_NUM_COMPLETIONS = 4;
+constexpr int EVAL_VOCAB_SIZE = 50257;
+constexpr int EVAL_PAD_TOKEN = 50256;
+
+struct EvalExample {
+    int label = 0;
+    std::vector<uint16_t> context;
+    std::vector<uint16_t> completions[EVAL_NUM_COMPLETIONS];
+};
+
+struct EvalLoader {
+    size_t B = 0, T = 0;
+    int process_rank = 0, num_processes = 1;
+    std::string path;
+    std::vector<EvalExample> examples;
+    size_t examples_per_batch = 0;   // E = B / 4 per process
+    size_t num_batches = 0;
+    size_t next_batch_idx = 0;
+    int* inputs = nullptr;           // (B, T)
+    int* targets = nullptr;          // (B, T)
+    uint8_t* mask = nullptr;         // (B, T)
+    int* labels = nullptr;           // (E) label of each example of the batch, -1 for padding
+};
+
+inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t T, int process_rank,
+                             int num_processes) {
+    if (B == 0 || B % EVAL_NUM_COMPLETIONS != 0) {
+        fatal("the multiple-choice eval (-h) needs -b to be a multiple of %d (got %zu)",
+              EVAL_NUM_COMPLETIONS, B);
+    }
+    if (num_processes < 1 || process_rank < 0 || process_rank >= num_processes) {
+        fatal("bad process rank %d of %d processes", process_rank, num_processes);
+    }
+    el->B = B;
+    el->T = T;
+    el->process_rank = process_rank;
+    el->num_processes = num_processes;
+    el->path = path;
+    el->examples.clear();
+
+    FILE* f = fopen_check(path, "rb");
+    long size = file_size_of(f, path);
+    if (size < (long)FILE_HEADER_BYTES) fatal("eval file '%s' is too small to hold a header (%ld bytes)", path, size);
+    int32_t header[FILE_HEADER_INTS];
+    fread_check(header, sizeof(int32_t), FILE_HEADER_INTS, f, path);
+    if (header[0] != EVAL_MAGIC) fatal("eval file '%s' has bad magic %d (expected %d)", path, header[0], EVAL_MAGIC);
+    if (header[1] != EVAL_VERSION) fatal("eval file '%s' has version %d, expected %d", path, header[1], EVAL_VERSION);
+    if (header[2] <= 0) fatal("eval file '%s' says it has %d examples", path, header[2]);
+    size_t n = (size_t)header[2];
+    size_t longest = header[3] > 0 ? (size_t)header[3] : 0;
+
+    size_t body_words = ((size_t)size - FILE_HEADER_BYTES) / sizeof(uint16_t);
+    if (((size_t)size - FILE_HEADER_BYTES) % sizeof(uint16_t) != 0) fatal("eval file '%s' has an odd body size", path);
+    std::vector<uint16_t> body(body_words);
+    fread_check(body.data(), sizeof(uint16_t), body_words, f, path);
+    fclose_check(f, path);
+
+    size_t pos = 0;  // in uint16 words
+    auto need = [&](size_t words, size_t ex) {
+        if (pos + words > body_words) fatal("eval file '%s' is truncated inside example %zu", path, ex);
+    };
+    for (size_t ex = 0; ex < n; ex++) {
+        size_t start = pos;
+        need(5, ex);
+        if (body[pos] != 65535) {
+            fatal("eval file '%s': example %zu does not start with the delimiter 65535 (found %u): "
+                  "corrupted", path, ex, (unsigned)body[pos]);
+        }
+        size_t ex_bytes = body[pos + 1];
+        if (body[pos + 2] != (uint16_t)ex) {
+            fatal("eval file '%s': example %zu has index %u", path, ex, (unsigned)body[pos + 2]);
+        }
+        EvalExample e;
+        e.label = body[pos + 3];
+        int ncomp = body[pos + 4];
+        pos += 5;
+        if (e.label >= EVAL_NUM_COMPLETIONS) fatal("eval file '%s': example %zu has label %d (must be 0..3)", path, ex, e.label);
+        if (ncomp != EVAL_NUM_COMPLETIONS) fatal("eval file '%s': example %zu has %d completions (must be 4)", path, ex, ncomp);
+        need(1, ex);
+        size_t ctx_len = body[pos++];
+        if (ctx_len == 0) fatal("eval file '%s': example %zu has an empty context", path, ex);
+        need(ctx_len, ex);
+        e.context.assign(body.begin() + pos, body.begin() + pos + ctx_len);
+        pos += ctx_len;
+        for (int c = 0; c < ncomp; c++) {
+            need(1, ex);
+            size_t len = body[pos++];
+            if (len == 0) fatal("eval file '%s': example %zu has an empty completion %d", path, ex, c);
+            need(len, ex);
+            e.completions[c].assign(body.begin() + pos, body.begin() + pos + len);
+            pos += len;
+            if (ctx_len + len > T) {
+                fatal("eval file '%s': example %zu needs %zu tokens (context + completion %d) but the "
+                      "sequence length -t is %zu", path, ex, ctx_len + len, c, T);
+            }
+        }
+        size_t got_bytes = (pos - start) * sizeof(uint16_t);
+        if (got_bytes != ex_bytes) {
+            fatal("eval file '%s': example %zu says it is %zu bytes but its fields take %zu: corrupted",
+                  path, ex, ex_bytes, got_bytes);
+        }
+        if (longest > 0 && got_bytes > longest) {
+            fatal("eval file '%s': example %zu is %zu bytes, more than the header's longest example %zu",
+                  path, ex, got_bytes, longest);
+        }
+        auto check_tokens = [&](const std::vector<uint16_t>& v) {
+            for (uint16_t t : v) {
+                if (t >= EVAL_VOCAB_SIZE) fatal("eval file '%s': example %zu has token id %u >= %d", path, ex, (unsigned)t, EVAL_VOCAB_SIZE);
+            }
+        };
+        check_tokens(e.context);
+        for (int c = 0; c < ncomp; c++) check_tokens(e.completions[c]);
+        el->examples.push_back(std::move(e));
+    }
+    if (pos != body_words) {
+        fatal("eval file '%s' has %zu bytes after its %zu examples: corrupted or wrong example count",
+              path, (body_words - pos) * sizeof(uint16_t), n);
+    }
+
+    el->examples_per_batch = B / EVAL_NUM_COMPLETIONS;
+    size_t per_global = el->examples_per_batch * (size_t)num_processes;
+    el->num_batches = (n + per_global - 1) / per_global;
+    el->next_batch_idx = 0;
+    el->inputs = (int*)malloc_check(B * T * sizeof(int));
+    el->targets = (int*)malloc_check(B * T * sizeof(int));
+    el->mask = (uint8_t*)malloc_check(B * T);
+    el->labels = (int*)malloc_check(el->examples_per_batch * sizeof(int));
+}
+
+inline size_t eval_loader_num_batches(const EvalLoader* el) { return el->num_batches; }
+
+inline void eval_loader_reset(EvalLoader* el) { el->next_batch_idx = 0; }
+
+inline void eval_loader_next_batch(EvalLoader* el) {
+    size_t B = el->B, T = el->T, E = el->examples_per_batch;
+    size_t k = el->next_batch_idx;
+    el->next_batch_idx = (k + 1) % el->num_batches;
+    size_t first = k * E * (size_t)el->num_processes + (size_t)el->process_rank * E;
+    for (size_t i = 0; i < B * T; i++) {
+        el->inputs[i] = EVAL_PAD_TOKEN;
+        el->targets[i] = EVAL_PAD_TOKEN;
+        el->mask[i] = 0;
+    }
+    for (size_t e = 0; e < E; e++) {
+        size_t ex = first + e;
+        if (ex >= el->examples.size()) {
+            el->labels[e] = -1;
+            continue;
+        }
+        const EvalExample& x = el->examples[ex];
+        el->labels[e] = x.label;
+        size_t ctx = x.context.size();
+        for (int c = 0; c < EVAL_NUM_COMPLETIONS; c++) {
+            size_t row = e * EVAL_NUM_COMPLETIONS + c;
+            int* in = el->inputs + row * T;
+            int* tg = el->targets + row * T;
+            uint8_t* m = el->mask + row * T;
+            const std::vector<uint16_t>& comp = x.completions[c];
+            size_t len = ctx + comp.size();  // <= T (checked at init)
+            auto tok = [&](size_t t) -> int { return t < ctx ? x.context[t] : comp[t - ctx]; };
+            for (size_t t = 0; t < len; t++) in[t] = tok(t);
+            for (size_t t = 0; t + 1 < len; t++) tg[t] = tok(t + 1);
+            // position t predicts token t+1: completion tokens are ctx..len-1
+            for (size_t t = ctx - 1; t + 1 < len; t++) m[t] = 1;
+        }
+    }
+}
+
+inline int eval_loader_stat_losses(const EvalLoader* el, const float* losses) {
+    size_t T = el->T;
+    int correct = 0;
+    for (size_t e = 0; e < el->examples_per_batch; e++) {
+        if (el->labels[e] < 0) continue;
+        int best = -1;
+        double best_loss = 0.0;
+        for (int c = 0; c < EVAL_NUM_COMPLETIONS; c++) {
+            size_t row = e * EVAL_NUM_COMPLETIONS + c;
+            double sum = 0.0;
+            int count = 0;
+            for (size_t t = 0; t < T; t++) {
+                if (el->mask[row * T + t]) {
+                    sum += losses[row * T + t];
+                    count++;
+                }
+            }
+            double mean = sum / count;  // count > 0: completions are non-empty
+            if (!std::isfinite(mean)) mean = INFINITY;  // a NaN loss never wins
+            if (best < 0 || mean < best_loss) {  // ties go to the lower index
+                best = c;
+                best_loss = mean;
+            }
+        }
+        if (best == el->labels[e]) correct++;
+    }
+    return correct;
+}
+
+inline void eval_loader_free(EvalLoader* el) {
+    free(el->inputs);
+    free(el->targets);
+    free(el->mask);
+    free(el->labels);
+    el->inputs = el->targets = el->labels = nullptr;
+    el->mask = nullptr;
+    el->examples.clear();
+}

@@ -1,0 +1,427 @@
+/*
+ * GPT-2 model files on the host (no CUDA): the configuration, the parameter layout shared by the
+ * checkpoint and the GPU buffers, checkpoint read/write, and the debug-state reader for the GPU test.
+ *
+ * Checkpoint (formats.md, magic 20240326): 256 x int32 header, then the 16 parameter tensors back to
+ * back in checkpoint order (gpt2_param_sizes), fp32 (version 3) or raw bf16 bits (version 5).
+ * Reads convert to the dtype the caller wants; fp32 -> bf16 rounds to nearest even, so a v5 file
+ * written from fp32 parameters holds exactly what model_file_read_params(.., BF16) gives for the v3 file.
+ *
+ * Debug state (magic 20240327), written by train_gpt2.py --write_tensors; all little-endian:
+ *   header int32[256]: [0] 20240327  [1] version (2 = llm.c, 3 = ours)  [2] B  [3] T
+ *                      v3 only: [4] V  [5] Vp  [6] K  [7] lr (fp32 bits)  [8] 1 if bf16 deviations follow
+ *   x int32[B*T], y int32[B*T] (y = x shifted by one token), logits fp32[B*T*V] (unpadded V),
+ *   loss fp32, grads fp32[num_parameters] (16 tensors in checkpoint order, wte with Vp rows),
+ *   v3: expected_losses fp32[K] (loss before update i when training on (x, y) with AdamW(lr, 0.9, 0.95,
+ *       1e-8, wd 0) and clipping at norm 1.0, all fp32), then, if [8] == 1, DEBUG_NUM_DEVIATIONS pairs
+ *       fp32 (max |bf16 - fp32|, mean |bf16 - fp32|) for: logits, the 16 gradient tensors, the K losses,
+ *       where "bf16" is PyTorch with bf16-rounded weights under bf16 autocast.
+ * A version 2 file (llm.c's) has no V/Vp/K slots: V and Vp are taken from the config, K = 0.
+ */
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "llmc/utils.h"
+
+static_assert(sizeof(float) == 4 && sizeof(int) == 4, "files store fp32 and int32");
+static_assert(sizeof(uint16_t) == 2, "bf16 is stored as 16 raw bits");
+static_assert(FILE_HEADER_BYTES == 1024, "every file starts with 256 x int32");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "files are little-endian; no byte swapping here");
+
+struct GPT2Config {
+    int max_seq_len;        // maxT, 1024 for GPT-2
+    int vocab_size;         // V, 50257
+    int padded_vocab_size;  // Vp, V rounded up to a multiple of 128 (50304)
+    int num_layers;         // L
+    int num_heads;          // NH
+    int channels;           // C
+};
+static_assert(sizeof(GPT2Config) == 6 * sizeof(int), "GPT2Config is six ints");
+
+constexpr int NUM_PARAMETER_TENSORS = 16;
+constexpr int MODEL_FILE_MAGIC = 20240326;
+constexpr int MODEL_FILE_VERSION_FP32 = 3;
+constexpr int MODEL_FILE_VERSION_BF16 = 5;
+constexpr int DEBUG_STATE_MAGIC = 20240327;
+constexpr int DEBUG_STATE_VERSION = 3;
+
+// Names in checkpoint order; shapes beside them.
+inline constexpr const char* PARAMETER_TENSOR_NAMES[NUM_PARAMETER_TENSORS] = {
+    "wte",       // (Vp, C)
+    "wpe",       // (maxT, C)
+    "ln1w",      // (L, C)
+    "ln1b",      // (L, C)
+    "qkvw",      // (L, 3C, C)
+    "qkvb",      // (L, 3C)
+    "attprojw",  // (L, C, C)
+    "attprojb",  // (L, C)
+    "ln2w",      // (L, C)
+    "ln2b",      // (L, C)
+    "fcw",       // (L, 4C, C)
+    "fcb",       // (L, 4C)
+    "fcprojw",   // (L, C, 4C)
+    "fcprojb",   // (L, C)
+    "lnfw",      // (C)
+    "lnfb",      // (C)
+};
+
+enum class DType { FP32, BF16 };
+
+inline size_t dtype_size(DType t) { return t == DType::FP32 ? 4 : 2; }
+
+// ----------------------------------------------------------------------------
+// bf16 <-> fp32
+
+// Round to nearest, ties to even. NaN stays NaN (sign kept, made quiet); overflow rounds to inf.
+inline uint16_t float_to_bf16_rne(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+        return static_cast<uint16_t>((u >> 16) | 0x0040u);
+    }
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
+
+inline float bf16_to_float(uint16_t b) {
+    uint32_t u = static_cast<uint32_t>(b) << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+// Copies n elements converting between dtypes (plain copy when they agree).
+inline void convert_params(const void* src, DType src_type, void* dst, DType dst_type, size_t n) {
+    if (src_type == dst_type) {
+        memcpy(dst, src, n * dtype_size(src_type));
+    } else if (src_type == DType::FP32) {
+        const float* s = static_cast<const float*>(src);
+        uint16_t* d = static_cast<uint16_t*>(dst);
+        for (size_t i = 0; i < n; i++) d[i] = float_to_bf16_rne(s[i]);
+    } else {
+        const uint16_t* s = static_cast<const uint16_t*>(src);
+        float* d = static_cast<float*>(dst);
+        for (size_t i = 0; i < n; i++) d[i] = bf16_to_float(s[i]);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// configuration and parameter layout
+
+// GPT-2 tokenizer vocabulary and its padding to a multiple of 128 (tensor-core friendly rows).
+constexpr int GPT2_VOCAB_SIZE = 50257;
+constexpr int GPT2_PADDED_VOCAB_SIZE = 50304;
+constexpr int GPT2_MAX_SEQ_LEN = 1024;
+constexpr int DESCRIPTOR_MAX_DEPTH = 64;  // d64 = C 4096; beyond that the descriptor is surely a typo
+
+// "dN" or "gpt2:dN": N layers, N heads, C = 64*N (head size 64). Returns false when desc does not look
+// like a descriptor (it is then a checkpoint path); "gpt2:<anything else>", d0 or too deep -> fatal().
+inline bool gpt2_config_from_descriptor(const char* desc, GPT2Config* cfg) {
+    const char* d = desc;
+    bool prefixed = strncmp(d, "gpt2:", 5) == 0;
+    if (prefixed) d += 5;
+    size_t ndigits = strlen(d) > 1 ? strspn(d + 1, "0123456789") : 0;
+    bool shaped = d[0] == 'd' && ndigits > 0 && d[1 + ndigits] == '\0';
+    if (!prefixed && !shaped) return false;
+    int depth = (shaped && ndigits <= 3) ? atoi(d + 1) : 0;
+    if (depth < 1 || depth > DESCRIPTOR_MAX_DEPTH) {
+        fatal("-e %s: unknown model descriptor; use dN or gpt2:dN with 1 <= N <= %d (N layers, N heads, "
+              "C = 64*N, e.g. d12 = GPT-2 124M), or a checkpoint file", desc, DESCRIPTOR_MAX_DEPTH);
+    }
+    cfg->max_seq_len = GPT2_MAX_SEQ_LEN;
+    cfg->vocab_size = GPT2_VOCAB_SIZE;
+    cfg->padded_vocab_size = GPT2_PADDED_VOCAB_SIZE;
+    cfg->num_layers = depth;
+    cfg->num_heads = depth;
+    cfg->channels = 64 * depth;
+    return true;
+}
+
+// Empty string when the config is usable, else what is wrong with it. Bounds keep every size below
+// 2^62 elements, so products in size_t never overflow.
+inline std::string gpt2_config_problem(const GPT2Config& c) {
+    if (c.max_seq_len < 1 || c.max_seq_len > (1 << 20)) return "max_seq_len out of range";
+    if (c.vocab_size < 1 || c.vocab_size > (1 << 24)) return "vocab_size out of range";
+    if (c.padded_vocab_size < c.vocab_size || c.padded_vocab_size > (1 << 24)) return "padded_vocab_size < vocab_size";
+    if (c.num_layers < 1 || c.num_layers > 1024) return "num_layers out of range";
+    if (c.channels < 1 || c.channels > (1 << 16)) return "channels out of range";
+    if (c.num_heads < 1 || c.channels % c.num_heads != 0) return "channels not divisible by num_heads";
+    return "";
+}
+
+// Element counts of the 16 tensors in checkpoint order (shapes in PARAMETER_TENSOR_NAMES).
+inline void gpt2_param_sizes(const GPT2Config& cfg, size_t sizes[NUM_PARAMETER_TENSORS]) {
+    size_t Vp = cfg.padded_vocab_size, maxT = cfg.max_seq_len, L = cfg.num_layers, C = cfg.channels;
+    sizes[0] = Vp * C;
+    sizes[1] = maxT * C;
+    sizes[2] = L * C;
+    sizes[3] = L * C;
+    sizes[4] = L * 3 * C * C;
+    sizes[5] = L * 3 * C;
+    sizes[6] = L * C * C;
+    sizes[7] = L * C;
+    sizes[8] = L * C;
+    sizes[9] = L * C;
+    sizes[10] = L * 4 * C * C;
+    sizes[11] = L * 4 * C;
+    sizes[12] = L * C * 4 * C;
+    sizes[13] = L * C;
+    sizes[14] = C;
+    sizes[15] = C;
+}
+
+inline size_t gpt2_num_parameters(const GPT2Config& cfg) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(cfg, sizes);
+    size_t total = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) total += sizes[i];
+    return total;
+}
+
+// ----------------------------------------------------------------------------
+// checkpoint read / write
+
+struct ModelFileInfo {
+    GPT2Config cfg;
+    int version;  // 3 (fp32) or 5 (bf16)
+};
+
+inline DType model_file_dtype(int version) { return version == MODEL_FILE_VERSION_FP32 ? DType::FP32 : DType::BF16; }
+
+inline size_t model_file_expected_bytes(const ModelFileInfo& info) {
+    return FILE_HEADER_BYTES + gpt2_num_parameters(info.cfg) * dtype_size(model_file_dtype(info.version));
+}
+
+// What a magic number belongs to, for error messages when the wrong kind of file is passed.
+inline const char* file_kind_of_magic(int magic) {
+    switch (magic) {
+        case 20240326: return "a model checkpoint";
+        case 20240327: return "a debug state";
+        case 20240328: return "a tokenizer file";
+        case 20240520: return "a token shard";
+        case 20240522: return "a multiple-choice eval file";
+        case 20240527: return "an optimizer state file";
+        default: return "not a file of this project";
+    }
+}
+
+inline ModelFileInfo model_file_read_header(const char* path) {
+    FILE* fp = fopen_check(path, "rb");
+    long size = file_size_of(fp, path);
+    if (size < static_cast<long>(FILE_HEADER_BYTES)) {
+        fatal("'%s' is not a model file: %ld bytes, shorter than the %zu-byte header", path, size, FILE_HEADER_BYTES);
+    }
+    int32_t h[FILE_HEADER_INTS];
+    fread_check(h, sizeof(int32_t), FILE_HEADER_INTS, fp, path);
+    fclose_check(fp, path);
+    if (h[0] != MODEL_FILE_MAGIC) {
+        fatal("'%s' is not a model file: magic %d (%s), expected %d", path, h[0], file_kind_of_magic(h[0]),
+              MODEL_FILE_MAGIC);
+    }
+    if (h[1] != MODEL_FILE_VERSION_FP32 && h[1] != MODEL_FILE_VERSION_BF16) {
+        fatal("'%s': unsupported model file version %d (expected 3 = fp32 or 5 = bf16)", path, h[1]);
+    }
+    ModelFileInfo info;
+    info.version = h[1];
+    info.cfg.max_seq_len = h[2];
+    info.cfg.vocab_size = h[3];
+    info.cfg.num_layers = h[4];
+    info.cfg.num_heads = h[5];
+    info.cfg.channels = h[6];
+    info.cfg.padded_vocab_size = h[7];
+    std::string problem = gpt2_config_problem(info.cfg);
+    if (!problem.empty()) {
+        fatal("'%s': implausible model header (%s): maxT=%d V=%d Vp=%d L=%d NH=%d C=%d", path, problem.c_str(),
+              h[2], h[3], h[7], h[4], h[5], h[6]);
+    }
+    size_t want = model_file_expected_bytes(info);
+    if (static_cast<size_t>(size) != want) {
+        fatal("'%s' has %ld bytes but its header (v%d, L=%d C=%d Vp=%d) implies %zu: %s", path, size, info.version,
+              info.cfg.num_layers, info.cfg.channels, info.cfg.padded_vocab_size, want,
+              static_cast<size_t>(size) < want ? "truncated" : "trailing bytes");
+    }
+    return info;
+}
+
+// Streams the file through a bounded buffer so a conversion never needs a second full-size copy.
+constexpr size_t MODEL_FILE_CHUNK_ELEMS = 1 << 20;
+
+inline void model_file_read_params(const char* path, const ModelFileInfo& info, void* dst, DType want) {
+    if (info.version != MODEL_FILE_VERSION_FP32 && info.version != MODEL_FILE_VERSION_BF16) {
+        fatal("'%s': unsupported model file version %d (expected 3 = fp32 or 5 = bf16)", path, info.version);
+    }
+    DType have = model_file_dtype(info.version);
+    size_t n = gpt2_num_parameters(info.cfg);
+    FILE* fp = fopen_check(path, "rb");
+    long size = file_size_of(fp, path);
+    if (static_cast<size_t>(size) != model_file_expected_bytes(info)) {
+        fatal("'%s' changed size since its header was read (%ld bytes, expected %zu)", path, size,
+              model_file_expected_bytes(info));
+    }
+    fseek_check(fp, static_cast<long>(FILE_HEADER_BYTES), SEEK_SET, path);
+    if (have == want) {
+        fread_check(dst, dtype_size(have), n, fp, path);
+    } else {
+        std::vector<char> buf(MODEL_FILE_CHUNK_ELEMS * dtype_size(have));
+        char* out = static_cast<char*>(dst);
+        for (size_t done = 0; done < n; done += MODEL_FILE_CHUNK_ELEMS) {
+            size_t k = std::min(MODEL_FILE_CHUNK_ELEMS, n - done);
+            fread_check(buf.data(), dtype_size(have), k, fp, path);
+            convert_params(buf.data(), have, out + done * dtype_size(want), want, k);
+        }
+    }
+    fclose_check(fp, path);
+}
+
+inline void model_file_write(const char* path, const GPT2Config& cfg, const void* params, DType have, int version) {
+    if (version != MODEL_FILE_VERSION_FP32 && version != MODEL_FILE_VERSION_BF16) {
+        fatal("cannot write '%s': model file version %d, expected 3 (fp32) or 5 (bf16)", path, version);
+    }
+    std::string problem = gpt2_config_problem(cfg);
+    if (!problem.empty()) fatal("cannot write '%s': bad config (%s)", path, problem.c_str());
+    int32_t h[FILE_HEADER_INTS] = {};
+    h[0] = MODEL_FILE_MAGIC;
+    h[1] = version;
+    h[2] = cfg.max_seq_len;
+    h[3] = cfg.vocab_size;
+    h[4] = cfg.num_layers;
+    h[5] = cfg.num_heads;
+    h[6] = cfg.channels;
+    h[7] = cfg.padded_vocab_size;
+    DType out = model_file_dtype(version);
+    size_t n = gpt2_num_parameters(cfg);
+    AtomicFile f = atomic_file_open(path);
+    fwrite_check(h, sizeof(int32_t), FILE_HEADER_INTS, f.fp, f.tmp_path.c_str());
+    if (have == out) {
+        fwrite_check(params, dtype_size(out), n, f.fp, f.tmp_path.c_str());
+    } else {
+        std::vector<char> buf(MODEL_FILE_CHUNK_ELEMS * dtype_size(out));
+        const char* in = static_cast<const char*>(params);
+        for (size_t done = 0; done < n; done += MODEL_FILE_CHUNK_ELEMS) {
+            size_t k = std::min(MODEL_FILE_CHUNK_ELEMS, n - done);
+            convert_params(in + done * dtype_size(have), have, buf.data(), out, k);
+            fwrite_check(buf.data(), dtype_size(out), k, f.fp, f.tmp_path.c_str());
+        }
+    }
+    atomic_file_commit(f);
+}
+
+// ----------------------------------------------------------------------------
+// debug state (layout at the top of this file)
+
+// Indices into DebugState::bf16_max_dev / bf16_mean_dev.
+constexpr int DEBUG_DEV_LOGITS = 0;
+constexpr int DEBUG_DEV_GRADS = 1;  // + tensor index in checkpoint order (0..15)
+constexpr int DEBUG_DEV_LOSSES = DEBUG_DEV_GRADS + NUM_PARAMETER_TENSORS;
+constexpr int DEBUG_NUM_DEVIATIONS = DEBUG_DEV_LOSSES + 1;  // 18
+constexpr int DEBUG_STATE_MAX_LOSSES = 1 << 16;
+
+struct DebugState {
+    int version;                          // 2 (llm.c) or 3
+    int B, T, V, Vp;
+    std::vector<int> x, y;                // (B*T) inputs and targets
+    std::vector<float> logits;            // (B, T, V), padded columns dropped
+    float loss;                           // mean cross-entropy over B*T
+    std::vector<float> grads;             // (num_parameters) 16 tensors, checkpoint order, wte with Vp rows
+    float lr;                             // AdamW lr of expected_losses (0 for v2)
+    std::vector<float> expected_losses;   // (K) loss before update i, i = 0..K-1; empty for v2
+    bool has_bf16_deviation;              // the two vectors below are filled
+    std::vector<float> bf16_max_dev;      // (DEBUG_NUM_DEVIATIONS) max |bf16 - fp32|
+    std::vector<float> bf16_mean_dev;     // (DEBUG_NUM_DEVIATIONS) mean |bf16 - fp32|
+    bool has_fp32_loss_noise;             // the two numbers below are filled (header slot 9)
+    float fp32_loss_noise_max, fp32_loss_noise_mean;  // |fp32 losses - fp32 losses with another attention|
+};
+
+inline DebugState debug_state_read(const char* path, const GPT2Config& cfg) {
+    FILE* fp = fopen_check(path, "rb");
+    long size = file_size_of(fp, path);
+    if (size < static_cast<long>(FILE_HEADER_BYTES)) {
+        fatal("'%s' is not a debug state: %ld bytes, shorter than the %zu-byte header", path, size, FILE_HEADER_BYTES);
+    }
+    int32_t h[FILE_HEADER_INTS];
+    fread_check(h, sizeof(int32_t), FILE_HEADER_INTS, fp, path);
+    if (h[0] != DEBUG_STATE_MAGIC) {
+        fatal("'%s' is not a debug state: magic %d (%s), expected %d", path, h[0], file_kind_of_magic(h[0]),
+              DEBUG_STATE_MAGIC);
+    }
+    if (h[1] != 2 && h[1] != DEBUG_STATE_VERSION) {
+        fatal("'%s': unsupported debug state version %d (expected 2 or 3)", path, h[1]);
+    }
+    DebugState s;
+    s.version = h[1];
+    s.B = h[2];
+    s.T = h[3];
+    int K = 0, has_dev = 0, has_noise = 0;
+    if (s.version == 2) {
+        s.V = cfg.vocab_size;
+        s.Vp = cfg.padded_vocab_size;
+        s.lr = 0.0f;
+    } else {
+        s.V = h[4];
+        s.Vp = h[5];
+        K = h[6];
+        memcpy(&s.lr, &h[7], sizeof(float));
+        has_dev = h[8];
+        has_noise = h[9];
+    }
+    if (s.B < 1 || s.B > (1 << 16) || s.T < 1 || s.T > cfg.max_seq_len) {
+        fatal("'%s': bad batch shape B=%d T=%d (model max_seq_len %d)", path, s.B, s.T, cfg.max_seq_len);
+    }
+    if (s.V != cfg.vocab_size || s.Vp != cfg.padded_vocab_size) {
+        fatal("'%s' was written for V=%d Vp=%d but the model has V=%d Vp=%d", path, s.V, s.Vp, cfg.vocab_size,
+              cfg.padded_vocab_size);
+    }
+    if (K < 0 || K > DEBUG_STATE_MAX_LOSSES || (has_dev != 0 && has_dev != 1) || (has_noise != 0 && has_noise != 1)) {
+        fatal("'%s': bad header slots: K=%d (0..%d), bf16 flag %d, fp32 noise flag %d (0 or 1)", path, K,
+              DEBUG_STATE_MAX_LOSSES, has_dev, has_noise);
+    }
+    size_t BT = static_cast<size_t>(s.B) * s.T;
+    size_t nparams = gpt2_num_parameters(cfg);
+    size_t ndev = (has_dev ? 2 * DEBUG_NUM_DEVIATIONS : 0) + (has_noise ? 2 : 0);
+    size_t want = FILE_HEADER_BYTES + 4 * (2 * BT + BT * s.V + 1 + nparams + K + ndev);
+    if (static_cast<size_t>(size) != want) {
+        fatal("'%s' has %ld bytes but its header (v%d, B=%d T=%d K=%d, bf16 flag %d) and the model (%zu parameters) "
+              "imply %zu: %s, %s", path, size, s.version, s.B, s.T, K, has_dev, nparams, want,
+              static_cast<size_t>(size) < want ? "truncated" : "trailing bytes",
+              "or written for another model");
+    }
+    s.x.resize(BT);
+    s.y.resize(BT);
+    s.logits.resize(BT * s.V);
+    s.grads.resize(nparams);
+    s.expected_losses.resize(K);
+    s.has_bf16_deviation = has_dev == 1;
+    fread_check(s.x.data(), sizeof(int), BT, fp, path);
+    fread_check(s.y.data(), sizeof(int), BT, fp, path);
+    fread_check(s.logits.data(), sizeof(float), BT * s.V, fp, path);
+    fread_check(&s.loss, sizeof(float), 1, fp, path);
+    fread_check(s.grads.data(), sizeof(float), nparams, fp, path);
+    fread_check(s.expected_losses.data(), sizeof(float), K, fp, path);
+    if (has_dev) {
+        std::vector<float> dev(2 * DEBUG_NUM_DEVIATIONS);
+        fread_check(dev.data(), sizeof(float), dev.size(), fp, path);
+        for (int i = 0; i < DEBUG_NUM_DEVIATIONS; i++) {
+            s.bf16_max_dev.push_back(dev[2 * i]);
+            s.bf16_mean_dev.push_back(dev[2 * i + 1]);
+        }
+    }
+    s.has_fp32_loss_noise = has_noise == 1;
+    s.fp32_loss_noise_max = s.fp32_loss_noise_mean = 0.0f;
+    if (has_noise) {
+        fread_check(&s.fp32_loss_noise_max, sizeof(float), 1, fp, path);
+        fread_check(&s.fp32_loss_noise_mean, sizeof(float), 1, fp, path);
+    }
+    fclose_check(fp, path);
+    for (size_t i = 0; i < BT; i++) {
+        if (s.x[i] < 0 || s.x[i] >= s.V || s.y[i] < 0 || s.y[i] >= s.V) {
+            fatal("'%s': token %zu out of range (x=%d y=%d, V=%d)", path, i, s.x[i], s.y[i], s.V);
+        }
+    }
+    return s;
+}

@@ -1,0 +1,508 @@
+/*
+ * Optimizer/run state files and the checkpoint directory (formats.md "Optimizer/run state", magic
+ * 20240527), host only. One file per process: DIR/state_%08d_%05d.bin (step, rank).
+ *
+ * Header slots (int32; u64 values low word first):
+ *   0 magic 20240527, 1 version 1, 2 num_processes, 3 process_rank, 4 use_master_weights,
+ *   5 data loader shuffles, 10 step, 20-21 RNG state, 22-23 RNG state before the last update,
+ *   30-31 shard index, 32-33 sample index                                    (formats.md)
+ *   6 = 1: slots 40-41 hold a 64-bit checksum of everything after the header (ours)
+ *   7 = 1: the two outlier-detector windows follow the shuffle section (ours)
+ *   34-35 data loader epoch (ours; needed to reshuffle the next epochs identically)
+ *   42-43 bytes of the optimizer body (m, v, master) (ours; gives a clear message on a size mismatch)
+ * Body: the caller's host buffers back to back (AdamW m, v, then master weights if slot 4 is 1; each
+ * this process's shard under ZeRO-1); then, if slot 5: u64 n, int32 shard_order[n], u64 m,
+ * int32 sample_order[m], u64 shuffle RNG; then, if slot 7: for loss and grad norm: int32 count,
+ * int32 index, f64 window[128]. A file without slot 6/7 (e.g. from llm.c, not shuffling) still reads.
+ *
+ * API
+ *   struct HostBuffer { void* ptr; size_t bytes; }
+ *   void run_state_write(const std::string& path, const RunState&, const std::vector<HostBuffer>& body)
+ *        writes path.tmp, fsyncs, renames: an interrupted write never damages an existing file.
+ *   RunState run_state_peek(const std::string& path)      header fields only (to size the buffers)
+ *   RunState run_state_read(const std::string& path, const std::vector<HostBuffer>& body,
+ *                           int num_processes, int process_rank)
+ *        fills the body buffers; validates magic, version, process count and rank (vs this run),
+ *        exact size, checksum: any mismatch is one fatal() naming the file.
+ *   void run_state_restore_loader(const RunState&, DataLoader*, const std::string& path)
+ *
+ * Checkpoint directory (a checkpoint of step S is complete once DONE_%08d exists):
+ *   std::string ckpt_model_path(dir, step)        DIR/model_%08d.bin
+ *   std::string ckpt_state_path(dir, step, rank)  DIR/state_%08d_%05d.bin
+ *   std::string ckpt_done_path(dir, step)         DIR/DONE_%08d
+ *   void ckpt_make_dir(dir)                       mkdir -p; fatal naming -o on failure
+ *   void ckpt_write_done(dir, step)               fsyncs the directory, then creates the empty DONE
+ *   int  ckpt_find_latest(dir)                    largest step with a DONE file, -1 if none/no dir
+ *   void ckpt_prune(dir, keep_last_n, never_delete_multiple_of, current_step)
+ *        keep_last_n <= 0: does nothing. Otherwise, among steps <= current_step, keeps the
+ *        keep_last_n newest complete checkpoints and every step that is a multiple of
+ *        never_delete_multiple_of (> 0); deletes the files of every other step (incomplete ones and
+ *        .tmp leftovers included): DONE first, so a half-deleted checkpoint is never resumed from
+ *        (if DONE cannot be deleted, the step's other files are kept too). Deletion failures warn.
+ *        Steps > current_step are left alone. Call on one process after all have written.
+ */
+#pragma once
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "llmc/dataloader.h"
+#include "llmc/outlier_detector.h"
+#include "llmc/utils.h"
+
+constexpr int32_t RUN_STATE_MAGIC = 20240527;
+constexpr int32_t RUN_STATE_VERSION = 1;
+
+struct HostBuffer {
+    void* ptr;
+    size_t bytes;
+};
+
+struct RunState {
+    int num_processes = 1;
+    int process_rank = 0;
+    bool use_master_weights = false;
+    bool shuffle = false;
+    int step = 0;
+    uint64_t rng_state = 0;
+    uint64_t rng_state_last_update = 0;
+    DataLoaderState loader;            // shard_idx, sample_idx, epoch; orders + RNG when shuffling
+    bool has_outliers = false;         // the two windows below are saved/restored
+    OutlierDetector loss_outlier;
+    OutlierDetector grad_norm_outlier;
+    uint64_t body_bytes = 0;           // set by peek/read: bytes of m, v, master in the file (0: unknown)
+};
+
+// ----------------------------------------------------------------------------
+// 64-bit checksum (streaming, 4 independent multiply-rotate lanes: several GB/s, so hashing a
+// multi-GB optimizer state costs less than writing it).
+
+struct Checksum64 {
+    uint64_t lane[4];
+    unsigned char pending[32];
+    size_t npending;
+    uint64_t length;
+};
+
+inline uint64_t checksum_rotl_(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+constexpr uint64_t CHECKSUM_P1 = 0x9E3779B185EBCA87ull;
+constexpr uint64_t CHECKSUM_P2 = 0xC2B2AE3D27D4EB4Full;
+
+inline void checksum_init(Checksum64* c) {
+    for (int i = 0; i < 4; i++) c->lane[i] = CHECKSUM_P1 * (uint64_t)(i + 1);
+    c->npending = 0;
+    c->length = 0;
+}
+
+inline void checksum_block_(Checksum64* c, const unsigned char* p) {
+    for (int i = 0; i < 4; i++) {
+        uint64_t w;
+        memcpy(&w, p + 8 * i, 8);
+        c->lane[i] = checksum_rotl_(c->lane[i] + w * CHECKSUM_P2, 31) * CHECKSUM_P1;
+    }
+}
+
+inline void checksum_update(Checksum64* c, const void* data, size_t n) {
+    const unsigned char* p = (const unsigned char*)data;
+    c->length += n;
+    if (c->npending > 0) {
+        size_t take = std::min(n, 32 - c->npending);
+        memcpy(c->pending + c->npending, p, take);
+        c->npending += take;
+        p += take;
+        n -= take;
+        if (c->npending < 32) return;
+        checksum_block_(c, c->pending);
+        c->npending = 0;
+    }
+    for (; n >= 32; p += 32, n -= 32) checksum_block_(c, p);
+    memcpy(c->pending, p, n);
+    c->npending = n;
+}
+
+inline uint64_t checksum_final(const Checksum64* c) {
+    uint64_t h = c->length * CHECKSUM_P1;
+    for (int i = 0; i < 4; i++) h = checksum_rotl_(h ^ c->lane[i], 27) * CHECKSUM_P2 + CHECKSUM_P1;
+    for (size_t i = 0; i < c->npending; i++) h = checksum_rotl_(h ^ c->pending[i], 11) * CHECKSUM_P1;
+    h ^= h >> 33;
+    h *= CHECKSUM_P2;
+    h ^= h >> 29;
+    return h;
+}
+
+// ----------------------------------------------------------------------------
+// header helpers
+
+inline void run_state_put_u64_(int32_t* header, int slot, uint64_t v) {
+    uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+    memcpy(&header[slot], &lo, 4);
+    memcpy(&header[slot + 1], &hi, 4);
+}
+
+inline uint64_t run_state_get_u64_(const int32_t* header, int slot) {
+    uint32_t lo, hi;
+    memcpy(&lo, &header[slot], 4);
+    memcpy(&hi, &header[slot + 1], 4);
+    return (uint64_t)lo | ((uint64_t)hi << 32);
+}
+
+// Everything after the optimizer body: shuffle section and outlier windows.
+inline std::vector<unsigned char> run_state_tail_bytes_(const RunState& rs) {
+    std::vector<unsigned char> out;
+    auto put = [&](const void* p, size_t n) {
+        const unsigned char* b = (const unsigned char*)p;
+        out.insert(out.end(), b, b + n);
+    };
+    if (rs.shuffle) {
+        uint64_t n = rs.loader.shard_order.size();
+        put(&n, 8);
+        put(rs.loader.shard_order.data(), n * sizeof(int32_t));
+        uint64_t m = rs.loader.sample_order.size();
+        put(&m, 8);
+        put(rs.loader.sample_order.data(), m * sizeof(int32_t));
+        put(&rs.loader.shuffle_rng, 8);
+    }
+    if (rs.has_outliers) {
+        for (const OutlierDetector* d : {&rs.loss_outlier, &rs.grad_norm_outlier}) {
+            int32_t count = d->count, index = d->index;
+            put(&count, 4);
+            put(&index, 4);
+            put(d->buffer, sizeof(d->buffer));
+        }
+    }
+    return out;
+}
+
+// ----------------------------------------------------------------------------
+// write
+
+inline void run_state_write(const std::string& path, const RunState& rs, const std::vector<HostBuffer>& body) {
+    std::vector<unsigned char> tail = run_state_tail_bytes_(rs);
+    uint64_t body_bytes = 0;
+    Checksum64 ck;
+    checksum_init(&ck);
+    for (const HostBuffer& b : body) {
+        checksum_update(&ck, b.ptr, b.bytes);
+        body_bytes += b.bytes;
+    }
+    checksum_update(&ck, tail.data(), tail.size());
+
+    int32_t header[FILE_HEADER_INTS] = {0};
+    header[0] = RUN_STATE_MAGIC;
+    header[1] = RUN_STATE_VERSION;
+    header[2] = rs.num_processes;
+    header[3] = rs.process_rank;
+    header[4] = rs.use_master_weights ? 1 : 0;
+    header[5] = rs.shuffle ? 1 : 0;
+    header[6] = 1;
+    header[7] = rs.has_outliers ? 1 : 0;
+    header[10] = rs.step;
+    run_state_put_u64_(header, 20, rs.rng_state);
+    run_state_put_u64_(header, 22, rs.rng_state_last_update);
+    run_state_put_u64_(header, 30, rs.loader.shard_idx);
+    run_state_put_u64_(header, 32, rs.loader.sample_idx);
+    run_state_put_u64_(header, 34, rs.loader.epoch);
+    run_state_put_u64_(header, 40, checksum_final(&ck));
+    run_state_put_u64_(header, 42, body_bytes);
+
+    AtomicFile f = atomic_file_open(path);
+    const char* what = f.tmp_path.c_str();
+    fwrite_check(header, sizeof(int32_t), FILE_HEADER_INTS, f.fp, what);
+    for (const HostBuffer& b : body) fwrite_check(b.ptr, 1, b.bytes, f.fp, what);
+    fwrite_check(tail.data(), 1, tail.size(), f.fp, what);
+    atomic_file_commit(f);
+}
+
+// ----------------------------------------------------------------------------
+// read
+
+// Reads and checks the header; returns the state's scalar fields and the file size.
+inline RunState run_state_header_(const std::string& path, int32_t* header, FILE* fp, long* file_size) {
+    const char* p = path.c_str();
+    *file_size = file_size_of(fp, p);
+    if (*file_size < (long)FILE_HEADER_BYTES) {
+        fatal("run state file '%s' is truncated: %ld bytes, less than its %zu-byte header", p, *file_size,
+              FILE_HEADER_BYTES);
+    }
+    fread_check(header, sizeof(int32_t), FILE_HEADER_INTS, fp, p);
+    if (header[0] != RUN_STATE_MAGIC) {
+        fatal("'%s' is not a run state file (magic %d, expected %d)", p, header[0], RUN_STATE_MAGIC);
+    }
+    if (header[1] != RUN_STATE_VERSION) {
+        fatal("run state file '%s' has version %d, expected %d", p, header[1], RUN_STATE_VERSION);
+    }
+    for (int slot : {4, 5, 6, 7}) {
+        if (header[slot] != 0 && header[slot] != 1) {
+            fatal("run state file '%s' is corrupted (header slot %d = %d, must be 0 or 1)", p, slot, header[slot]);
+        }
+    }
+    RunState rs;
+    rs.num_processes = header[2];
+    rs.process_rank = header[3];
+    rs.use_master_weights = header[4] == 1;
+    rs.shuffle = header[5] == 1;
+    rs.has_outliers = header[7] == 1;
+    rs.step = header[10];
+    rs.rng_state = run_state_get_u64_(header, 20);
+    rs.rng_state_last_update = run_state_get_u64_(header, 22);
+    rs.loader.shard_idx = run_state_get_u64_(header, 30);
+    rs.loader.sample_idx = run_state_get_u64_(header, 32);
+    rs.loader.epoch = run_state_get_u64_(header, 34);
+    rs.body_bytes = run_state_get_u64_(header, 42);
+    if (rs.num_processes < 1 || rs.process_rank < 0 || rs.process_rank >= rs.num_processes || rs.step < 0) {
+        fatal("run state file '%s' is corrupted (rank %d of %d processes, step %d)", p, rs.process_rank,
+              rs.num_processes, rs.step);
+    }
+    return rs;
+}
+
+inline RunState run_state_peek(const std::string& path) {
+    FILE* fp = fopen_check(path.c_str(), "rb");
+    int32_t header[FILE_HEADER_INTS];
+    long size;
+    RunState rs = run_state_header_(path, header, fp, &size);
+    fclose_check(fp, path.c_str());
+    return rs;
+}
+
+inline RunState run_state_read(const std::string& path, const std::vector<HostBuffer>& body,
+                               int num_processes, int process_rank) {
+    const char* p = path.c_str();
+    FILE* fp = fopen_check(p, "rb");
+    int32_t header[FILE_HEADER_INTS];
+    long file_size;
+    RunState rs = run_state_header_(path, header, fp, &file_size);
+    if (rs.num_processes != num_processes || rs.process_rank != process_rank) {
+        fatal("run state file '%s' belongs to process %d of %d, but this is process %d of %d: resume "
+              "with the same number of processes (-pn) it was written with", p, rs.process_rank,
+              rs.num_processes, process_rank, num_processes);
+    }
+    uint64_t expected_body = 0;
+    for (const HostBuffer& b : body) expected_body += b.bytes;
+    if (rs.body_bytes != 0 && rs.body_bytes != expected_body) {
+        fatal("run state file '%s' holds %llu bytes of optimizer state but this run needs %llu "
+              "(different model, -w or -z than the run that wrote it?)", p,
+              (unsigned long long)rs.body_bytes, (unsigned long long)expected_body);
+    }
+    if ((uint64_t)file_size < FILE_HEADER_BYTES + expected_body) {
+        fatal("run state file '%s' is truncated: %ld bytes, its optimizer state alone needs %llu", p,
+              file_size, (unsigned long long)(FILE_HEADER_BYTES + expected_body));
+    }
+    Checksum64 ck;
+    checksum_init(&ck);
+    for (const HostBuffer& b : body) {
+        fread_check(b.ptr, 1, b.bytes, fp, p);
+        checksum_update(&ck, b.ptr, b.bytes);
+    }
+    size_t tail_size = (size_t)file_size - FILE_HEADER_BYTES - expected_body;
+    std::vector<unsigned char> tail(tail_size);
+    fread_check(tail.data(), 1, tail_size, fp, p);
+    fclose_check(fp, p);
+    checksum_update(&ck, tail.data(), tail.size());
+
+    size_t pos = 0;
+    auto take = [&](void* dst, size_t n) {
+        if (pos + n > tail.size()) fatal("run state file '%s' is truncated or corrupted (data loader/outlier section)", p);
+        memcpy(dst, tail.data() + pos, n);
+        pos += n;
+    };
+    auto take_order = [&](std::vector<int32_t>* v) {
+        uint64_t n;
+        take(&n, 8);
+        if (n > (tail.size() - pos) / sizeof(int32_t)) fatal("run state file '%s' is truncated or corrupted (permutation of %llu entries)", p, (unsigned long long)n);
+        v->resize(n);
+        take(v->data(), n * sizeof(int32_t));
+    };
+    if (rs.shuffle) {
+        take_order(&rs.loader.shard_order);
+        take_order(&rs.loader.sample_order);
+        take(&rs.loader.shuffle_rng, 8);
+    }
+    if (rs.has_outliers) {
+        for (OutlierDetector* d : {&rs.loss_outlier, &rs.grad_norm_outlier}) {
+            int32_t count, index;
+            take(&count, 4);
+            take(&index, 4);
+            take(d->buffer, sizeof(d->buffer));
+            if (count < 0 || count > OUTLIER_WINDOW || index < 0 || index >= OUTLIER_WINDOW) {
+                fatal("run state file '%s' is corrupted (outlier window count %d index %d)", p, count, index);
+            }
+            d->count = count;
+            d->index = index;
+        }
+    }
+    if (pos != tail.size()) {
+        fatal("run state file '%s' has %zu unexpected bytes at the end (different model, -w or -z "
+              "than the run that wrote it?)", p, tail.size() - pos);
+    }
+    // checked last so that size problems get the more specific messages above
+    if (header[6] == 1 && checksum_final(&ck) != run_state_get_u64_(header, 40)) {
+        fatal("run state file '%s' is corrupted: checksum mismatch", p);
+    }
+    rs.body_bytes = expected_body;
+    return rs;
+}
+
+inline void run_state_restore_loader(const RunState& rs, DataLoader* dl, const std::string& path) {
+    if (rs.shuffle != dl->shuffle) {
+        fatal("run state file '%s' was written %s data shuffling but this run has it %s", path.c_str(),
+              rs.shuffle ? "with" : "without", dl->shuffle ? "on" : "off");
+    }
+    dataloader_set_state(dl, rs.loader, path.c_str());
+}
+
+// ----------------------------------------------------------------------------
+// checkpoint directory
+
+inline std::string ckpt_path_(const std::string& dir, const char* fmt, int a, int b = 0) {
+    char name[64];
+    snprintf(name, sizeof(name), fmt, a, b);
+    return dir + "/" + name;
+}
+inline std::string ckpt_model_path(const std::string& dir, int step) { return ckpt_path_(dir, "model_%08d.bin", step); }
+inline std::string ckpt_state_path(const std::string& dir, int step, int rank) { return ckpt_path_(dir, "state_%08d_%05d.bin", step, rank); }
+inline std::string ckpt_done_path(const std::string& dir, int step) { return ckpt_path_(dir, "DONE_%08d", step); }
+
+inline void ckpt_make_dir(const std::string& dir) {
+    if (dir.empty()) fatal("-o: empty output directory");
+    for (size_t i = 1; i <= dir.size(); i++) {
+        if (i == dir.size() || dir[i] == '/') {
+            std::string prefix = dir.substr(0, i);
+            if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+                fatal("-o: cannot create directory '%s': %s", prefix.c_str(), strerror(errno));
+            }
+        }
+    }
+    struct stat sb;
+    if (stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) fatal("-o: '%s' is not a directory", dir.c_str());
+}
+
+// Makes completed renames in dir durable before anything that depends on them is written.
+inline void ckpt_fsync_dir_(const std::string& dir) {
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) fatal("cannot open checkpoint directory '%s': %s", dir.c_str(), strerror(errno));
+    fsync(fd);  // best effort: some file systems refuse fsync on directories
+    close(fd);
+}
+
+inline void ckpt_write_done(const std::string& dir, int step) {
+    ckpt_fsync_dir_(dir);
+    AtomicFile f = atomic_file_open(ckpt_done_path(dir, step));
+    atomic_file_commit(f);
+    ckpt_fsync_dir_(dir);
+}
+
+// Parses "<digits>" at s, returns the number of characters used (0 if none) and the value.
+inline size_t ckpt_parse_digits_(const char* s, long long* value) {
+    size_t n = 0;
+    long long v = 0;
+    while (s[n] >= '0' && s[n] <= '9' && n < 12) v = v * 10 + (s[n++] - '0');
+    *value = v;
+    return (n >= 8 && !(s[n] >= '0' && s[n] <= '9')) ? n : 0;
+}
+
+enum class CkptFileKind { None, Done, Other };
+
+// Recognises DONE_<step> (Done) and model_<step>.bin, state_<step>_<rank>.bin and any of the three
+// + ".tmp" (Other: files of that step). Steps have at least 8 digits, ranks at least 5.
+inline CkptFileKind ckpt_classify_(const char* name, int* step) {
+    const char* prefixes[] = {"DONE_", "model_", "state_"};
+    for (int k = 0; k < 3; k++) {
+        size_t plen = strlen(prefixes[k]);
+        if (strncmp(name, prefixes[k], plen) != 0) continue;
+        long long s;
+        const char* q = name + plen;
+        size_t n = ckpt_parse_digits_(q, &s);
+        if (n == 0 || s > INT32_MAX) return CkptFileKind::None;
+        q += n;
+        if (k == 2) {  // state_: "_<rank>"
+            size_t m = 0;
+            if (*q != '_') return CkptFileKind::None;
+            while (q[1 + m] >= '0' && q[1 + m] <= '9') m++;
+            if (m < 5) return CkptFileKind::None;
+            q += 1 + m;
+        }
+        if (k > 0) {
+            if (strncmp(q, ".bin", 4) != 0) return CkptFileKind::None;
+            q += 4;
+        }
+        *step = (int)s;
+        if (*q == '\0') return k == 0 ? CkptFileKind::Done : CkptFileKind::Other;
+        if (strcmp(q, ".tmp") == 0) return CkptFileKind::Other;
+        return CkptFileKind::None;
+    }
+    return CkptFileKind::None;
+}
+
+struct CkptEntry {
+    bool done = false;
+    std::vector<std::string> files;  // everything except the DONE file
+};
+
+inline std::map<int, CkptEntry> ckpt_scan_(const std::string& dir) {
+    std::map<int, CkptEntry> out;
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return out;
+    while (struct dirent* e = readdir(d)) {
+        int step;
+        CkptFileKind kind = ckpt_classify_(e->d_name, &step);
+        if (kind == CkptFileKind::None) continue;
+        if (kind == CkptFileKind::Done) out[step].done = true;
+        else out[step].files.push_back(dir + "/" + e->d_name);
+    }
+    closedir(d);
+    return out;
+}
+
+inline int ckpt_find_latest(const std::string& dir) {
+    std::map<int, CkptEntry> entries = ckpt_scan_(dir);
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+        if (it->second.done) return it->first;
+    }
+    return -1;
+}
+
+// Returns false (with a warning: losing disk space beats stopping a training run) if path remains.
+inline bool ckpt_remove_(const std::string& path) {
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+        fprintf(stderr, "warning: cannot delete old checkpoint file '%s': %s\n", path.c_str(), strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+inline void ckpt_prune(const std::string& dir, int keep_last_n, int never_delete_multiple_of, int current_step) {
+    if (keep_last_n <= 0) return;
+    std::map<int, CkptEntry> entries = ckpt_scan_(dir);
+    int kept_complete = 0;
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+        int step = it->first;
+        const CkptEntry& e = it->second;
+        if (step > current_step) continue;
+        if (e.done && kept_complete < keep_last_n) {
+            kept_complete++;
+            continue;
+        }
+        if (never_delete_multiple_of > 0 && step % never_delete_multiple_of == 0) continue;
+        // DONE first: the step stops being resumable; if it cannot go, the checkpoint stays whole
+        if (e.done && !ckpt_remove_(ckpt_done_path(dir, step))) continue;
+        std::vector<std::string> files = e.files;
+        // state files before the model file, .tmp leftovers in any order
+        std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+            bool sa = a.find("/state_") != std::string::npos, sb = b.find("/state_") != std::string::npos;
+            return sa != sb ? sa : a < b;
+        });
+        for (const std::string& f : files) ckpt_remove_(f);
+    }
+}
