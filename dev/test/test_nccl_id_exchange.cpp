@@ -1,0 +1,445 @@
+// Tests for llmc/nccl_id_exchange: several local processes (fork) hand a random 128-byte id from rank 0 to
+// the others over TCP on 127.0.0.1 and over a temp directory; stale files of earlier runs are not used;
+// missing peers and bad peers end in a clear fatal() message. Timeouts are 1-3 s so the suite is quick.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "llmc/nccl_id_exchange.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Id = std::vector<uint8_t>;
+
+Id random_id() {
+    std::random_device rd;
+    Id id(NCCL_ID_BYTES);
+    for (auto& b : id) b = (uint8_t)rd();
+    return id;
+}
+
+// A port that was free a moment ago (bind to port 0, read it back, release it).
+int free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    EXPECT_EQ(bind(fd, (sockaddr*)&a, sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    getsockname(fd, (sockaddr*)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+struct Child {
+    pid_t pid;
+    std::string err_path;
+};
+struct Result {
+    int exit_code;  // -1 when killed by a signal
+    std::string err;
+};
+
+// Runs fn in a child process (stderr to a file); its return value is the exit code.
+Child spawn(const std::string& dir, const std::string& name, std::function<int()> fn) {
+    std::string err_path = dir + "/stderr." + name;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        close(fd);
+        int rc = fn();
+        fflush(stderr);
+        _exit(rc);
+    }
+    EXPECT_GT(pid, 0);
+    return {pid, err_path};
+}
+
+// Waits for the child (killing it after limit_s so a hang fails instead of blocking the suite).
+Result join(const Child& c, double limit_s = 20) {
+    auto start = std::chrono::steady_clock::now();
+    int status = 0;
+    for (;;) {
+        pid_t r = waitpid(c.pid, &status, WNOHANG);
+        if (r == c.pid) break;
+        if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(limit_s)) {
+            kill(c.pid, SIGKILL);
+            waitpid(c.pid, &status, 0);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::ifstream in(c.err_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+}
+
+// Exit codes of the rank functions: 0 = got the expected id, 2 = got some other id; fatal() gives 1.
+int tcp_rank(const Id& expected, int rank, int n, int port, double timeout_s) {
+    Id id(NCCL_ID_BYTES, 0);
+    if (rank == 0) id = expected;
+    id_exchange_tcp(id.data(), rank, n, "127.0.0.1", port, timeout_s);
+    return id == expected ? 0 : 2;
+}
+
+int fs_rank(const Id& expected, int rank, int n, const std::string& dir, double timeout_s, const char* tag) {
+    Id id(NCCL_ID_BYTES, 0);
+    if (rank == 0) id = expected;
+    id_exchange_fs(id.data(), rank, n, dir.c_str(), timeout_s, tag);
+    return id == expected ? 0 : 2;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+class IdExchange : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/test_nccl_id_XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        tmp = tmpl;
+        logs = tmp + "/logs";  // child stderr files, kept out of the exchange directory
+        shared = tmp + "/shared";
+        fs::create_directory(logs);
+        fs::create_directory(shared);
+    }
+    void TearDown() override { fs::remove_all(tmp); }
+
+    std::vector<std::string> shared_files() const {
+        std::vector<std::string> names;
+        for (auto& e : fs::directory_iterator(shared)) names.push_back(e.path().filename().string());
+        std::sort(names.begin(), names.end());
+        return names;
+    }
+
+    std::string tmp, logs, shared;
+};
+
+// ----------------------------------------------------------------------------
+// TCP
+
+TEST_F(IdExchange, TcpFourRanksGetRank0sId) {
+    const int n = 4, port = free_port();
+    Id id = random_id();
+    std::vector<Child> kids;
+    for (int r = 0; r < n; r++) {
+        kids.push_back(spawn(logs, "r" + std::to_string(r), [&, r] { return tcp_rank(id, r, n, port, 3); }));
+    }
+    for (int r = 0; r < n; r++) {
+        Result res = join(kids[r]);
+        EXPECT_EQ(res.exit_code, 0) << "rank " << r << ": " << res.err;
+    }
+}
+
+TEST_F(IdExchange, TcpClientsRetryUntilRank0Listens) {
+    const int n = 3, port = free_port();
+    Id id = random_id();
+    std::vector<Child> kids;
+    for (int r = 1; r < n; r++) {
+        kids.push_back(spawn(logs, "r" + std::to_string(r), [&, r] { return tcp_rank(id, r, n, port, 3); }));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));  // clients see "connection refused" first
+    kids.push_back(spawn(logs, "r0", [&] { return tcp_rank(id, 0, n, port, 3); }));
+    for (auto& k : kids) {
+        Result res = join(k);
+        EXPECT_EQ(res.exit_code, 0) << res.err;
+    }
+}
+
+TEST_F(IdExchange, TcpRank0TimesOutNamingTheMissingRank) {
+    const int n = 3, port = free_port();
+    Id id = random_id();
+    Child r0 = spawn(logs, "r0", [&] { return tcp_rank(id, 0, n, port, 1.0); });
+    Child r1 = spawn(logs, "r1", [&] { return tcp_rank(id, 1, n, port, 3); });
+    Result res0 = join(r0), res1 = join(r1);
+    EXPECT_EQ(res0.exit_code, 1);
+    EXPECT_TRUE(contains(res0.err, "rank 0: timed out")) << res0.err;
+    EXPECT_TRUE(contains(res0.err, "127.0.0.1:" + std::to_string(port))) << res0.err;
+    EXPECT_TRUE(contains(res0.err, "1 of 2 connected")) << res0.err;
+    EXPECT_TRUE(contains(res0.err, "missing ranks: 2")) << res0.err;
+    EXPECT_EQ(res1.exit_code, 0) << res1.err;  // rank 1 arrived and got the id
+}
+
+TEST_F(IdExchange, TcpClientTimesOutWithoutRank0) {
+    const int port = free_port();
+    Id id = random_id();
+    auto t0 = std::chrono::steady_clock::now();
+    Result res = join(spawn(logs, "r1", [&] { return tcp_rank(id, 1, 2, port, 1.0); }));
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(res.exit_code, 1);
+    EXPECT_TRUE(contains(res.err, "rank 1: timed out")) << res.err;
+    EXPECT_TRUE(contains(res.err, "127.0.0.1:" + std::to_string(port))) << res.err;
+    EXPECT_LT(took, 5.0);
+}
+
+TEST_F(IdExchange, TcpDisagreeingProcessCountsAreReported) {
+    const int port = free_port();
+    Id id = random_id();
+    Child r0 = spawn(logs, "r0", [&] { return tcp_rank(id, 0, 2, port, 3); });
+    Child r1 = spawn(logs, "r1", [&] { return tcp_rank(id, 1, 3, port, 1.0); });
+    Result res0 = join(r0), res1 = join(r1);
+    EXPECT_EQ(res0.exit_code, 1);
+    EXPECT_TRUE(contains(res0.err, "-pn must agree")) << res0.err;
+    EXPECT_EQ(res1.exit_code, 1);
+}
+
+TEST_F(IdExchange, TcpDuplicateRankIsReported) {
+    const int n = 3, port = free_port();
+    Id id = random_id();
+    Child r0 = spawn(logs, "r0", [&] { return tcp_rank(id, 0, n, port, 3); });
+    Child a = spawn(logs, "a", [&] { return tcp_rank(id, 1, n, port, 1.0); });
+    Child b = spawn(logs, "b", [&] { return tcp_rank(id, 1, n, port, 1.0); });
+    Result res0 = join(r0);
+    join(a);
+    join(b);
+    EXPECT_EQ(res0.exit_code, 1);
+    EXPECT_TRUE(contains(res0.err, "rank 1 connected twice")) << res0.err;
+}
+
+// A hand-made rank 0 that speaks the wire format (see nccl_id_exchange.cpp) in odd ways.
+class FakeServer {
+public:
+    explicit FakeServer(int port) {
+        lfd_ = socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1;
+        setsockopt(lfd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(port);
+        EXPECT_EQ(bind(lfd_, (sockaddr*)&a, sizeof(a)), 0);
+        listen(lfd_, 4);
+    }
+    ~FakeServer() { close(lfd_); }
+    // Accepts one client, reads its 12-byte hello, sends reply in pieces of `chunk` bytes.
+    bool serve_once(const std::vector<uint8_t>& reply, size_t chunk) {
+        pollfd pfd{lfd_, POLLIN, 0};
+        if (poll(&pfd, 1, 5000) != 1) return false;
+        int fd = accept(lfd_, nullptr, nullptr);
+        uint8_t hello[12];
+        size_t got = 0;
+        while (got < sizeof(hello)) {
+            ssize_t r = recv(fd, hello + got, sizeof(hello) - got, 0);
+            if (r <= 0) break;
+            got += r;
+        }
+        for (size_t i = 0; i < reply.size(); i += chunk) {
+            send(fd, reply.data() + i, std::min(chunk, reply.size() - i), MSG_NOSIGNAL);
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        uint8_t ack = 0;
+        recv(fd, &ack, 1, 0);  // wait for the client to finish
+        close(fd);
+        return got == sizeof(hello);
+    }
+
+private:
+    int lfd_;
+};
+
+std::vector<uint8_t> wire_reply(uint32_t magic, uint32_t len, int32_t n, const Id& id) {
+    std::vector<uint8_t> m(12 + NCCL_ID_BYTES);
+    memcpy(m.data(), &magic, 4);
+    memcpy(m.data() + 4, &len, 4);
+    memcpy(m.data() + 8, &n, 4);
+    memcpy(m.data() + 12, id.data(), NCCL_ID_BYTES);
+    return m;
+}
+
+TEST_F(IdExchange, TcpClientReassemblesAReplySentByteByByte) {
+    const int port = free_port();
+    Id id = random_id();
+    FakeServer server(port);
+    Child c = spawn(logs, "r1", [&] { return tcp_rank(id, 1, 2, port, 3); });
+    EXPECT_TRUE(server.serve_once(wire_reply(0x4c4c4349, NCCL_ID_BYTES, 2, id), 1));
+    Result res = join(c);
+    EXPECT_EQ(res.exit_code, 0) << res.err;
+}
+
+TEST_F(IdExchange, TcpClientRejectsABadHeader) {
+    const int port = free_port();
+    Id id = random_id();
+    FakeServer server(port);
+    Child c = spawn(logs, "r1", [&] { return tcp_rank(id, 1, 2, port, 3); });
+    server.serve_once(wire_reply(0x12345678, NCCL_ID_BYTES, 2, id), 64);
+    Result res = join(c);
+    EXPECT_EQ(res.exit_code, 1);
+    EXPECT_TRUE(contains(res.err, "bad header")) << res.err;
+    EXPECT_TRUE(contains(res.err, "127.0.0.1:" + std::to_string(port))) << res.err;
+}
+
+// ----------------------------------------------------------------------------
+// Shared filesystem
+
+TEST_F(IdExchange, FsFourRanksGetRank0sIdAndLeaveOnlyTheGoFile) {
+    const int n = 4;
+    Id id = random_id();
+    std::vector<Child> kids;
+    for (int r = 0; r < n; r++) {
+        kids.push_back(
+            spawn(logs, "r" + std::to_string(r), [&, r] { return fs_rank(id, r, n, shared, 3, "run1"); }));
+    }
+    for (int r = 0; r < n; r++) {
+        Result res = join(kids[r]);
+        EXPECT_EQ(res.exit_code, 0) << "rank " << r << ": " << res.err;
+    }
+    EXPECT_EQ(shared_files(), std::vector<std::string>{"ncclUniqueId.run1.go"});
+}
+
+TEST_F(IdExchange, FsStaleFilesOfEarlierRunsAreNotUsed) {
+    // Earlier run A completed (leaves its .go); earlier run B's rank 0 was killed after writing its .sync.
+    Id id_a = random_id(), id_b = random_id(), id_new = random_id();
+    Child a0 = spawn(logs, "a0", [&] { return fs_rank(id_a, 0, 2, shared, 3, "job"); });
+    Child a1 = spawn(logs, "a1", [&] { return fs_rank(id_a, 1, 2, shared, 3, "job"); });
+    ASSERT_EQ(join(a0).exit_code, 0);
+    ASSERT_EQ(join(a1).exit_code, 0);
+    Child b0 = spawn(logs, "b0", [&] { return fs_rank(id_b, 0, 4, shared, 30, "job"); });
+    const fs::path sync = fs::path(shared) / "ncclUniqueId.job.sync";
+    for (int i = 0; i < 400 && !fs::exists(sync); i++) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(fs::exists(sync));
+    kill(b0.pid, SIGKILL);
+    join(b0);
+    ASSERT_TRUE(fs::exists(sync));  // the stale id file stays behind
+
+    // The new run's clients start first and see B's stale file before the new rank 0 exists.
+    const int n = 4;
+    std::vector<Child> kids;
+    for (int r = 1; r < n; r++) {
+        kids.push_back(spawn(logs, "r" + std::to_string(r), [&, r] { return fs_rank(id_new, r, n, shared, 3, "job"); }));
+    }
+    const fs::path ack1 = fs::path(shared) / "ncclUniqueId.job.ack.1";
+    for (int i = 0; i < 400 && !fs::exists(ack1); i++) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(fs::exists(ack1)) << "clients should have acknowledged the stale file";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    kids.push_back(spawn(logs, "r0", [&] { return fs_rank(id_new, 0, n, shared, 3, "job"); }));
+    for (auto& k : kids) {
+        Result res = join(k);
+        EXPECT_EQ(res.exit_code, 0) << "exit 2 means a stale id was used; " << res.err;
+    }
+    EXPECT_EQ(shared_files(), std::vector<std::string>{"ncclUniqueId.job.go"});
+}
+
+TEST_F(IdExchange, FsRunTagsKeepConcurrentRunsApart) {
+    Id id_x = random_id(), id_y = random_id();
+    std::vector<Child> kids;
+    for (int r = 0; r < 3; r++) {
+        kids.push_back(spawn(logs, "x" + std::to_string(r), [&, r] { return fs_rank(id_x, r, 3, shared, 3, "x"); }));
+        kids.push_back(spawn(logs, "y" + std::to_string(r), [&, r] { return fs_rank(id_y, r, 3, shared, 3, "y"); }));
+    }
+    for (auto& k : kids) {
+        Result res = join(k);
+        EXPECT_EQ(res.exit_code, 0) << res.err;
+    }
+}
+
+TEST_F(IdExchange, FsClientTimesOutWithoutRank0) {
+    Id id = random_id();
+    Result res = join(spawn(logs, "r1", [&] { return fs_rank(id, 1, 2, shared, 1.0, "t"); }));
+    EXPECT_EQ(res.exit_code, 1);
+    EXPECT_TRUE(contains(res.err, "rank 1: timed out")) << res.err;
+    EXPECT_TRUE(contains(res.err, "ncclUniqueId.t.sync")) << res.err;
+    EXPECT_TRUE(contains(res.err, shared)) << res.err;
+}
+
+TEST_F(IdExchange, FsMissingPeerTimesOutOnBothSides) {
+    const int n = 3;
+    Id id = random_id();
+    Child r0 = spawn(logs, "r0", [&] { return fs_rank(id, 0, n, shared, 1.0, "t"); });
+    Child r1 = spawn(logs, "r1", [&] { return fs_rank(id, 1, n, shared, 1.5, "t"); });
+    Result res0 = join(r0), res1 = join(r1);
+    EXPECT_EQ(res0.exit_code, 1);
+    EXPECT_TRUE(contains(res0.err, "rank 0: timed out")) << res0.err;
+    EXPECT_TRUE(contains(res0.err, "1 of 2 other ranks acknowledged")) << res0.err;
+    EXPECT_TRUE(contains(res0.err, "missing ranks: 2")) << res0.err;
+    EXPECT_EQ(res1.exit_code, 1);
+    EXPECT_TRUE(contains(res1.err, "waiting for rank 0 to confirm")) << res1.err;
+    EXPECT_TRUE(contains(res1.err, "1 of 2 other ranks have acknowledged")) << res1.err;
+    EXPECT_FALSE(fs::exists(fs::path(shared) / "ncclUniqueId.t.sync"));  // rank 0 removed its id file
+}
+
+TEST_F(IdExchange, FsDisagreeingProcessCountsAreNamedInTheTimeout) {
+    Id id = random_id();
+    Child r0 = spawn(logs, "r0", [&] { return fs_rank(id, 0, 2, shared, 1.0, "t"); });
+    Child r1 = spawn(logs, "r1", [&] { return fs_rank(id, 1, 3, shared, 1.0, "t"); });
+    Result res0 = join(r0), res1 = join(r1);
+    EXPECT_EQ(res0.exit_code, 1);
+    EXPECT_EQ(res1.exit_code, 1);
+    EXPECT_TRUE(contains(res1.err, "written for 2 processes")) << res1.err;
+}
+
+// ----------------------------------------------------------------------------
+// Arguments and tags
+
+TEST_F(IdExchange, BadArgumentsAreFatal) {
+    Id id = random_id();
+    Result r = join(spawn(logs, "a", [&] { return tcp_rank(id, 2, 2, free_port(), 1); }));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "-pr")) << r.err;
+    r = join(spawn(logs, "b", [&] { return fs_rank(id, 1, 2, tmp + "/no_such_dir", 1, "t"); }));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "no_such_dir")) << r.err;
+    r = join(spawn(logs, "c", [&] { return fs_rank(id, 1, 2, shared, 1, "../evil"); }));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "[A-Za-z0-9._-]")) << r.err;
+    r = join(spawn(logs, "d", [&] {
+        Id x(NCCL_ID_BYTES);
+        id_exchange_tcp(x.data(), 1, 2, "", 12345, 1);
+        return 0;
+    }));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.err, "-ps")) << r.err;
+}
+
+TEST_F(IdExchange, SingleProcessReturnsAtOnce) {
+    Id id = random_id(), copy = id;
+    id_exchange_tcp(id.data(), 0, 1, "", 0, 1);        // no address needed, nothing opened
+    id_exchange_fs(id.data(), 0, 1, "", 1, nullptr);
+    EXPECT_EQ(id, copy);
+}
+
+TEST_F(IdExchange, TagComesFromArgumentThenEnvironment) {
+    Result r = join(spawn(logs, "env", [&] {
+        unsetenv("LLMC_RUN_TAG");
+        unsetenv("SLURM_JOB_ID");
+        unsetenv("SLURM_STEP_ID");
+        unsetenv("SLURM_RESTART_COUNT");
+        if (id_exchange_fs_tag(nullptr) != "default") return 10;
+        setenv("SLURM_JOB_ID", "4242", 1);
+        setenv("SLURM_STEP_ID", "0", 1);
+        if (id_exchange_fs_tag("") != "4242.0") return 11;
+        setenv("SLURM_RESTART_COUNT", "2", 1);
+        if (id_exchange_fs_tag(nullptr) != "4242.0.r2") return 12;
+        setenv("LLMC_RUN_TAG", "mine", 1);
+        if (id_exchange_fs_tag(nullptr) != "mine") return 13;
+        if (id_exchange_fs_tag("explicit") != "explicit") return 14;
+        return 0;
+    }));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+}  // namespace

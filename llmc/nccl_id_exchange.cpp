@@ -1,0 +1,548 @@
+// Rank 0 -> all ranks exchange of the 128-byte NCCL unique id over TCP or a shared directory.
+// Protocols are described in nccl_id_exchange.h.
+#include "llmc/nccl_id_exchange.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "llmc/utils.h"
+
+namespace {
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void sleep_s(double s) {
+    if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
+}
+
+// Milliseconds left until deadline, rounded up so a poll never returns just before it; 0 when past.
+int remaining_ms(double deadline) {
+    double ms = std::ceil((deadline - now_s()) * 1000.0);
+    if (ms <= 0) return 0;
+    return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+void check_common_args(int rank, int num_processes, double timeout_s, const char* what) {
+    if (num_processes < 1) fatal("%s: number of processes must be >= 1, got %d (-pn)", what, num_processes);
+    if (rank < 0 || rank >= num_processes) {
+        fatal("%s: process rank %d is outside 0..%d (-pr must be below -pn %d)", what, rank, num_processes - 1,
+              num_processes);
+    }
+    if (!(timeout_s > 0)) fatal("%s: timeout must be > 0 seconds, got %g", what, timeout_s);
+}
+
+// "3, 5, 7" for the ranks 1..num_processes-1 not marked in arrived (at most 16 listed).
+std::string missing_ranks(const std::vector<char>& arrived) {
+    std::string s;
+    int listed = 0, total = 0;
+    for (size_t r = 1; r < arrived.size(); r++) {
+        if (arrived[r]) continue;
+        total++;
+        if (listed < 16) {
+            s += (listed ? ", " : "") + std::to_string(r);
+            listed++;
+        }
+    }
+    if (total > listed) s += ", ... (" + std::to_string(total) + " in all)";
+    return s;
+}
+
+// ----------------------------------------------------------------------------
+// TCP
+
+constexpr uint32_t TCP_MAGIC_HELLO = 0x4c4c4348;  // client -> rank 0
+constexpr uint32_t TCP_MAGIC_ID = 0x4c4c4349;     // rank 0 -> client
+constexpr uint8_t TCP_ACK = 0x41;                 // client -> rank 0 after the id arrived
+constexpr double TCP_HANDSHAKE_LIMIT_S = 10.0;    // a silent connection is dropped after this
+
+struct TcpHello {
+    uint32_t magic;
+    int32_t num_processes;
+    int32_t rank;
+};
+struct TcpIdMsg {
+    uint32_t magic;
+    uint32_t id_len;
+    int32_t num_processes;
+    uint8_t id[NCCL_ID_BYTES];
+};
+static_assert(sizeof(TcpHello) == 12 && sizeof(TcpIdMsg) == 12 + NCCL_ID_BYTES, "wire layout");
+
+enum class Io { ok, closed, timeout, error };
+
+// Send / receive exactly n bytes before the deadline, across partial transfers and EINTR.
+Io send_all(int fd, const void* buf, size_t n, double deadline) {
+    const char* p = static_cast<const char*>(buf);
+    while (n > 0) {
+        int ms = remaining_ms(deadline);
+        if (ms == 0) return Io::timeout;
+        pollfd pfd{fd, POLLOUT, 0};
+        int r = poll(&pfd, 1, ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Io::error;
+        if (r == 0) return Io::timeout;
+        ssize_t put = send(fd, p, n, MSG_NOSIGNAL);
+        if (put < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (put < 0) return (errno == EPIPE || errno == ECONNRESET) ? Io::closed : Io::error;
+        p += put;
+        n -= (size_t)put;
+    }
+    return Io::ok;
+}
+
+Io recv_all(int fd, void* buf, size_t n, double deadline) {
+    char* p = static_cast<char*>(buf);
+    while (n > 0) {
+        int ms = remaining_ms(deadline);
+        if (ms == 0) return Io::timeout;
+        pollfd pfd{fd, POLLIN, 0};
+        int r = poll(&pfd, 1, ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Io::error;
+        if (r == 0) return Io::timeout;
+        ssize_t got = recv(fd, p, n, 0);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (got < 0) return errno == ECONNRESET ? Io::closed : Io::error;
+        if (got == 0) return Io::closed;
+        p += got;
+        n -= (size_t)got;
+    }
+    return Io::ok;
+}
+
+const char* io_str(Io io) {
+    switch (io) {
+        case Io::ok: return "ok";
+        case Io::closed: return "connection closed by peer";
+        case Io::timeout: return "timed out";
+        default: return strerror(errno);
+    }
+}
+
+struct Address {
+    sockaddr_storage addr;
+    socklen_t len;
+};
+
+Address resolve(const char* host, int port, int rank) {
+    if (host == nullptr || host[0] == '\0') {
+        fatal("rank %d: NCCL id exchange over TCP needs rank 0's IP address (-ps)", rank);
+    }
+    if (port < 1 || port > 65535) fatal("rank %d: TCP port must be in 1..65535, got %d", rank, port);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    std::string port_str = std::to_string(port);
+    int rc = getaddrinfo(host, port_str.c_str(), &hints, &res);
+    if (rc != 0 || res == nullptr) {
+        fatal("rank %d: cannot resolve server address '%s' (-ps): %s", rank, host, gai_strerror(rc));
+    }
+    Address a{};
+    memcpy(&a.addr, res->ai_addr, res->ai_addrlen);
+    a.len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return a;
+}
+
+std::string peer_name(const sockaddr_storage& sa) {
+    char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
+    getnameinfo(reinterpret_cast<const sockaddr*>(&sa), sizeof(sa), host, sizeof(host), serv, sizeof(serv),
+                NI_NUMERICHOST | NI_NUMERICSERV);
+    return std::string(host) + ":" + serv;
+}
+
+void tcp_server(const uint8_t id[NCCL_ID_BYTES], int num_processes, const char* server_ip, int port,
+                double timeout_s) {
+    Address a = resolve(server_ip, port, 0);
+    int lfd = socket(a.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0) fatal("rank 0: cannot create a TCP socket: %s", strerror(errno));
+    int one = 1;
+    if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+        fatal("rank 0: setsockopt(SO_REUSEADDR) failed: %s", strerror(errno));
+    }
+    if (bind(lfd, reinterpret_cast<sockaddr*>(&a.addr), a.len) != 0) {
+        fatal("rank 0: cannot listen on %s:%d: %s (is -ps an address of this host? is another run using "
+              "port %d?)", server_ip, port, strerror(errno), port);
+    }
+    if (listen(lfd, SOMAXCONN) != 0) fatal("rank 0: listen on %s:%d failed: %s", server_ip, port, strerror(errno));
+
+    const double deadline = now_s() + timeout_s;
+    std::vector<char> arrived(num_processes, 0);
+    int num_arrived = 0;
+    TcpIdMsg msg{TCP_MAGIC_ID, (uint32_t)NCCL_ID_BYTES, num_processes, {}};
+    memcpy(msg.id, id, NCCL_ID_BYTES);
+
+    while (num_arrived < num_processes - 1) {
+        int ms = remaining_ms(deadline);
+        int r = 0;
+        if (ms > 0) {
+            pollfd pfd{lfd, POLLIN, 0};
+            r = poll(&pfd, 1, ms);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) fatal("rank 0: poll on %s:%d failed: %s", server_ip, port, strerror(errno));
+        }
+        if (r == 0) {
+            fatal("rank 0: timed out after %.1f s waiting on %s:%d for the other ranks: %d of %d connected; "
+                  "missing ranks: %s", timeout_s, server_ip, port, num_arrived, num_processes - 1,
+                  missing_ranks(arrived).c_str());
+        }
+        sockaddr_storage peer{};
+        socklen_t peer_len = sizeof(peer);
+        int cfd = accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (cfd < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) continue;
+            fatal("rank 0: accept on %s:%d failed: %s", server_ip, port, strerror(errno));
+        }
+        std::string who = peer_name(peer);
+        double conn_deadline = std::min(deadline, now_s() + TCP_HANDSHAKE_LIMIT_S);
+        TcpHello hello{};
+        Io io = recv_all(cfd, &hello, sizeof(hello), conn_deadline);
+        if (io != Io::ok || hello.magic != TCP_MAGIC_HELLO) {
+            fprintf(stderr, "warning: rank 0: ignoring a connection from %s to port %d (%s)\n", who.c_str(), port,
+                    io != Io::ok ? io_str(io) : "not an llm.c rank: bad magic");
+            close(cfd);
+            continue;
+        }
+        if (hello.num_processes != num_processes) {
+            fatal("rank 0: the rank connecting from %s runs with %d processes, rank 0 with %d (-pn must agree)",
+                  who.c_str(), hello.num_processes, num_processes);
+        }
+        if (hello.rank < 1 || hello.rank >= num_processes) {
+            fatal("rank 0: a client from %s claims rank %d, outside 1..%d (-pr)", who.c_str(), hello.rank,
+                  num_processes - 1);
+        }
+        if (arrived[hello.rank]) {
+            fatal("rank 0: rank %d connected twice (again from %s): every process needs its own -pr",
+                  hello.rank, who.c_str());
+        }
+        uint8_t ack = 0;
+        io = send_all(cfd, &msg, sizeof(msg), conn_deadline);
+        if (io == Io::ok) io = recv_all(cfd, &ack, 1, conn_deadline);
+        if (io != Io::ok || ack != TCP_ACK) {
+            // The client retries the whole handshake on its side, so it is not counted yet.
+            fprintf(stderr, "warning: rank 0: handshake with rank %d at %s failed (%s)\n", hello.rank, who.c_str(),
+                    io != Io::ok ? io_str(io) : "bad ack");
+            close(cfd);
+            continue;
+        }
+        close(cfd);
+        arrived[hello.rank] = 1;
+        num_arrived++;
+    }
+    close(lfd);
+}
+
+// Non-blocking connect bounded by the deadline. Returns the connected (non-blocking) socket or -1 with err set.
+int connect_before(const Address& a, double deadline, std::string* err) {
+    int fd = socket(a.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) fatal("cannot create a TCP socket: %s", strerror(errno));
+    int rc = connect(fd, reinterpret_cast<const sockaddr*>(&a.addr), a.len);
+    if (rc != 0 && errno != EINPROGRESS && errno != EINTR) {
+        *err = strerror(errno);
+        close(fd);
+        return -1;
+    }
+    if (rc != 0) {
+        for (;;) {
+            int ms = remaining_ms(deadline);
+            pollfd pfd{fd, POLLOUT, 0};
+            int r = ms > 0 ? poll(&pfd, 1, ms) : 0;
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                *err = r == 0 ? "connect timed out" : strerror(errno);
+                close(fd);
+                return -1;
+            }
+            break;
+        }
+        int so_error = 0;
+        socklen_t len = sizeof(so_error);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
+        if (so_error != 0) {
+            *err = strerror(so_error);
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+void tcp_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* server_ip, int port,
+                double timeout_s) {
+    Address a = resolve(server_ip, port, rank);
+    const double deadline = now_s() + timeout_s;
+    double backoff = 0.05;
+    int attempts = 0;
+    std::string last_err = "none";
+    for (;;) {
+        if (remaining_ms(deadline) == 0) {
+            fatal("rank %d: timed out after %.1f s reaching rank 0 at %s:%d (%d attempts, last error: %s); "
+                  "is rank 0 running, and is -ps its address?", rank, timeout_s, server_ip, port, attempts,
+                  last_err.c_str());
+        }
+        attempts++;
+        int fd = connect_before(a, deadline, &last_err);
+        if (fd >= 0) {
+            TcpHello hello{TCP_MAGIC_HELLO, num_processes, rank};
+            TcpIdMsg msg{};
+            Io io = send_all(fd, &hello, sizeof(hello), deadline);
+            if (io == Io::ok) io = recv_all(fd, &msg, sizeof(msg), deadline);
+            if (io == Io::ok) {
+                if (msg.magic != TCP_MAGIC_ID || msg.id_len != NCCL_ID_BYTES) {
+                    fatal("rank %d: %s:%d answered with a bad header (magic 0x%08x, length %u): not an llm.c "
+                          "rank 0, or a different version", rank, server_ip, port, msg.magic, msg.id_len);
+                }
+                if (msg.num_processes != num_processes) {
+                    fatal("rank %d: rank 0 at %s:%d runs with %d processes, this rank with %d (-pn must agree)",
+                          rank, server_ip, port, msg.num_processes, num_processes);
+                }
+                uint8_t ack = TCP_ACK;
+                io = send_all(fd, &ack, 1, deadline);
+                close(fd);
+                if (io != Io::ok) {
+                    fatal("rank %d: could not confirm the id to rank 0 at %s:%d (%s)", rank, server_ip, port,
+                          io_str(io));
+                }
+                memcpy(id, msg.id, NCCL_ID_BYTES);
+                return;
+            }
+            last_err = std::string("handshake: ") + io_str(io);
+            close(fd);
+        }
+        sleep_s(std::min(backoff, std::max(0.0, deadline - now_s())));
+        backoff = std::min(backoff * 2, 1.0);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Shared filesystem
+
+constexpr uint32_t FS_MAGIC_ID = 0x4c4c4653;   // .sync
+constexpr uint32_t FS_MAGIC_ACK = 0x4c4c4641;  // .ack.R
+constexpr uint32_t FS_MAGIC_GO = 0x4c4c4647;   // .go
+
+struct FsIdFile {
+    uint32_t magic;
+    uint32_t id_len;
+    uint64_t nonce;
+    int32_t num_processes;
+    int32_t unused;
+    uint8_t id[NCCL_ID_BYTES];
+};
+struct FsAckFile {
+    uint32_t magic;
+    int32_t rank;
+    uint64_t nonce;
+};
+struct FsGoFile {
+    uint32_t magic;
+    uint32_t unused;
+    uint64_t nonce;
+};
+static_assert(sizeof(FsIdFile) == 24 + NCCL_ID_BYTES && sizeof(FsAckFile) == 16 && sizeof(FsGoFile) == 16,
+              "file layouts");
+
+// Reads exactly sizeof(T) bytes from a file that must be exactly that long; false if absent or different.
+template <class T>
+bool read_small_file(const std::string& path, T* out) {
+    FILE* fp = fopen(path.c_str(), "rb");
+    if (fp == nullptr) return false;
+    bool ok = fread(out, sizeof(T), 1, fp) == 1 && fgetc(fp) == EOF;
+    fclose(fp);
+    return ok;
+}
+
+template <class T>
+void write_small_file(const std::string& path, const T& v) {
+    AtomicFile f = atomic_file_open(path);
+    fwrite_check(&v, sizeof(T), 1, f.fp, f.tmp_path.c_str());
+    atomic_file_commit(f);
+}
+
+void remove_if_present(const std::string& path, bool must_succeed) {
+    if (remove(path.c_str()) != 0 && errno != ENOENT && must_succeed) {
+        fatal("cannot remove '%s': %s", path.c_str(), strerror(errno));
+    }
+}
+
+uint64_t fresh_nonce() {
+    std::random_device rd;
+    uint64_t n = ((uint64_t)rd() << 32) ^ rd();
+    n ^= (uint64_t)std::chrono::system_clock::now().time_since_epoch().count() * 0x9E3779B97F4A7C15ull;
+    n ^= (uint64_t)getpid() << 17;
+    return n == 0 ? 1 : n;  // 0 means "nothing acked yet" on the client side
+}
+
+// Polling interval: starts short so local runs are quick, grows to spare a shared filesystem.
+struct Backoff {
+    double s = 0.005;
+    void wait(double deadline) {
+        sleep_s(std::min(s, std::max(0.0, deadline - now_s())));
+        s = std::min(s * 1.5, 0.2);
+    }
+};
+
+void fs_server(const uint8_t id[NCCL_ID_BYTES], int num_processes, const std::string& base, const char* dir,
+               double timeout_s) {
+    const uint64_t nonce = fresh_nonce();
+    remove_if_present(base + ".go", true);
+    FsIdFile f{FS_MAGIC_ID, (uint32_t)NCCL_ID_BYTES, nonce, num_processes, 0, {}};
+    memcpy(f.id, id, NCCL_ID_BYTES);
+    write_small_file(base + ".sync", f);
+
+    const double deadline = now_s() + timeout_s;
+    std::vector<char> acked(num_processes, 0);
+    int num_acked = 0;
+    Backoff backoff;
+    for (;;) {
+        for (int r = 1; r < num_processes; r++) {
+            FsAckFile ack{};
+            if (!acked[r] && read_small_file(base + ".ack." + std::to_string(r), &ack) &&
+                ack.magic == FS_MAGIC_ACK && ack.nonce == nonce && ack.rank == r) {
+                acked[r] = 1;
+                num_acked++;
+            }
+        }
+        if (num_acked == num_processes - 1) break;
+        if (remaining_ms(deadline) == 0) {
+            remove_if_present(base + ".sync", false);
+            fatal("rank 0: timed out after %.1f s waiting in '%s' (tag files %s.*): %d of %d other ranks "
+                  "acknowledged the id; missing ranks: %s", timeout_s, dir, base.c_str(), num_acked,
+                  num_processes - 1, missing_ranks(acked).c_str());
+        }
+        backoff.wait(deadline);
+    }
+    // Order matters: .sync must be gone before .go appears (see the header).
+    remove_if_present(base + ".sync", true);
+    write_small_file(base + ".go", FsGoFile{FS_MAGIC_GO, 0, nonce});
+    for (int r = 1; r < num_processes; r++) remove_if_present(base + ".ack." + std::to_string(r), false);
+}
+
+void fs_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const std::string& base, const char* dir,
+               double timeout_s) {
+    const double deadline = now_s() + timeout_s;
+    uint64_t acked_nonce = 0;
+    uint8_t acked_id[NCCL_ID_BYTES];
+    int foreign_num_processes = -1;
+    Backoff backoff;
+    for (;;) {
+        FsIdFile f{};
+        if (read_small_file(base + ".sync", &f) && f.magic == FS_MAGIC_ID && f.id_len == NCCL_ID_BYTES) {
+            if (f.num_processes != num_processes) {
+                foreign_num_processes = f.num_processes;
+            } else if (f.nonce != acked_nonce) {
+                write_small_file(base + ".ack." + std::to_string(rank), FsAckFile{FS_MAGIC_ACK, rank, f.nonce});
+                acked_nonce = f.nonce;
+                memcpy(acked_id, f.id, NCCL_ID_BYTES);
+            }
+        }
+        FsGoFile go{};
+        if (acked_nonce != 0 && read_small_file(base + ".go", &go) && go.magic == FS_MAGIC_GO &&
+            go.nonce == acked_nonce) {
+            memcpy(id, acked_id, NCCL_ID_BYTES);
+            return;
+        }
+        if (remaining_ms(deadline) == 0) {
+            if (acked_nonce == 0) {
+                std::string extra;
+                if (foreign_num_processes >= 0) {
+                    extra = "; found one written for " + std::to_string(foreign_num_processes) +
+                            " processes, this rank has " + std::to_string(num_processes) + " (-pn must agree)";
+                }
+                fatal("rank %d: timed out after %.1f s waiting for rank 0's id file %s.sync in '%s'%s; is rank 0 "
+                      "running with the same -pf directory and run tag?", rank, timeout_s, base.c_str(), dir,
+                      extra.c_str());
+            }
+            int peers = 0;
+            for (int r = 1; r < num_processes; r++) {
+                FsAckFile ack{};
+                if (read_small_file(base + ".ack." + std::to_string(r), &ack) && ack.nonce == acked_nonce) peers++;
+            }
+            fatal("rank %d: timed out after %.1f s waiting for rank 0 to confirm the id in '%s': %d of %d other "
+                  "ranks have acknowledged it (a rank is missing, or rank 0 stopped)", rank, timeout_s, dir,
+                  peers, num_processes - 1);
+        }
+        backoff.wait(deadline);
+    }
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+
+void id_exchange_tcp(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* server_ip, int port,
+                     double timeout_s) {
+    check_common_args(rank, num_processes, timeout_s, "NCCL id exchange (tcp)");
+    if (num_processes == 1) return;
+    if (rank == 0) {
+        tcp_server(id, num_processes, server_ip, port, timeout_s);
+    } else {
+        tcp_client(id, rank, num_processes, server_ip, port, timeout_s);
+    }
+}
+
+std::string id_exchange_fs_tag(const char* run_tag) {
+    std::string tag, source = "the run tag";
+    if (run_tag != nullptr && run_tag[0] != '\0') {
+        tag = run_tag;
+    } else if (const char* t = getenv("LLMC_RUN_TAG"); t != nullptr && t[0] != '\0') {
+        tag = t;
+        source = "$LLMC_RUN_TAG";
+    } else if (const char* job = getenv("SLURM_JOB_ID"); job != nullptr && job[0] != '\0') {
+        tag = job;
+        if (const char* step = getenv("SLURM_STEP_ID"); step != nullptr && step[0] != '\0') {
+            tag += std::string(".") + step;
+        }
+        if (const char* rc = getenv("SLURM_RESTART_COUNT"); rc != nullptr && rc[0] != '\0') {
+            tag += std::string(".r") + rc;
+        }
+        source = "$SLURM_JOB_ID/$SLURM_STEP_ID/$SLURM_RESTART_COUNT";
+    } else {
+        tag = "default";
+    }
+    bool ok = !tag.empty() && tag.size() <= 100;
+    for (char c : tag) ok = ok && (isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-');
+    if (!ok) fatal("%s '%s' must be 1-100 characters from [A-Za-z0-9._-]", source.c_str(), tag.c_str());
+    return tag;
+}
+
+void id_exchange_fs(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* dir, double timeout_s,
+                    const char* run_tag) {
+    check_common_args(rank, num_processes, timeout_s, "NCCL id exchange (fs)");
+    if (num_processes == 1) return;
+    if (dir == nullptr || dir[0] == '\0') {
+        fatal("rank %d: NCCL id exchange over a shared filesystem needs a directory (-pf)", rank);
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        fatal("rank %d: shared directory '%s' (-pf) is not reachable on this node: %s", rank, dir, strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) fatal("rank %d: '%s' (-pf) is not a directory", rank, dir);
+    std::string base = std::string(dir) + "/ncclUniqueId." + id_exchange_fs_tag(run_tag);
+    if (rank == 0) {
+        fs_server(id, num_processes, base, dir, timeout_s);
+    } else {
+        fs_client(id, rank, num_processes, base, dir, timeout_s);
+    }
+}

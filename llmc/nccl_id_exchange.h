@@ -1,0 +1,55 @@
+/*
+ * Hands one opaque 128-byte blob (the ncclUniqueId) from rank 0 to every other rank, without MPI.
+ * Host code only: no CUDA or NCCL headers. Both functions return with id[] equal on all ranks
+ * (rank 0's input), or stop the process through fatal() with a message naming the peer / path.
+ * num_processes == 1 returns at once. Arguments are checked (rank range, port, tag characters).
+ *
+ * TCP (id_exchange_tcp)
+ *   Rank 0 binds server_ip:port (SO_REUSEADDR, not SO_REUSEPORT: a second server on the same port
+ *   must fail loudly), then for each of the num_processes-1 clients: accept, read a hello
+ *   {magic, num_processes, rank}, reply {magic, id length 128, num_processes, id}, wait for a 1-byte
+ *   ack, close. Clients retry connecting (non-blocking connect, backoff up to 1 s) until timeout_s.
+ *   Every send/recv is looped for partial transfers and EINTR and bounded by the deadline.
+ *   Checked: magic, length, equal num_processes, client rank in range and not seen twice.
+ *   A connection that sends garbage or nothing within 10 s is dropped with a warning, not counted.
+ *   Rank 0's timeout message names the address, how many ranks arrived and which are missing.
+ *   server_ip may be an IPv4/IPv6 literal or a host name.
+ *
+ * Shared filesystem (id_exchange_fs): files in DIR, TAG = run_tag (see below)
+ *   DIR/ncclUniqueId.TAG.sync       {magic, nonce, num_processes, id}, written by rank 0
+ *   DIR/ncclUniqueId.TAG.ack.R      {magic, nonce, R}, written by client R after reading .sync
+ *   DIR/ncclUniqueId.TAG.go         {magic, nonce}, written by rank 0 once every client acked
+ *   Every file is written to a temp name and renamed, so readers never see half a file.
+ *   Rank 0: draw a fresh random 64-bit nonce N; remove an old .go; write .sync(N); wait until every
+ *     client's .ack holds N (acks holding other nonces are stale and ignored); delete .sync, then write
+ *     .go(N), then delete the acks. On timeout it deletes .sync before fatal().
+ *   Client: poll .sync; whenever it holds a nonce not yet acked (and our num_processes), ack that
+ *     nonce and remember that file's id; finish when .go holds the nonce last acked.
+ *   Why a stale file from an earlier (killed) run is never used: a client may read and ack a stale
+ *     .sync(S), but it only finishes on .go(S). Rank 0 deletes .sync(X) before it writes .go(X), so a
+ *     .go(S) can only exist once .sync(S) is gone: a client that read .sync(S) and later sees .go(S)
+ *     took part in run S while it was alive. Otherwise it keeps polling, sees the new .sync(N) and
+ *     re-acks. No clocks are compared, so clock skew between nodes does not matter.
+ *   A successful exchange leaves only the small .go file (removed by the next run's rank 0).
+ *   The tag keeps different jobs sharing DIR apart: run_tag if non-empty, else $LLMC_RUN_TAG, else
+ *     $SLURM_JOB_ID[.$SLURM_STEP_ID][.r$SLURM_RESTART_COUNT], else "default". Characters: [A-Za-z0-9._-].
+ *     Two live runs with the same tag in the same DIR are not supported.
+ *   Polling backs off from 5 ms to 200 ms. On NFS, attribute caching can add a few seconds of delay.
+ */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+constexpr size_t NCCL_ID_BYTES = 128;        // sizeof(ncclUniqueId); zero.cuh static_asserts it
+constexpr int NCCL_ID_DEFAULT_PORT = 12345;  // default TCP port (llm.c's fixed port)
+
+void id_exchange_tcp(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* server_ip,
+                     int port, double timeout_s);
+
+void id_exchange_fs(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* dir,
+                    double timeout_s, const char* run_tag);
+
+// The tag id_exchange_fs uses for run_tag (nullptr or "" = from the environment, as described above).
+std::string id_exchange_fs_tag(const char* run_tag);

@@ -1,0 +1,389 @@
+/*
+ * Multi-GPU data parallelism, one process per GPU, through NCCL: start-up (mpi / tcp / fs), gradient
+ * reduction overlapped with backward on a second stream, ZeRO-1 sharding, and small host-side
+ * collectives. Without MULTI_GPU the same API is a single-process stub (every collective a no-op),
+ * so the trainer needs no #ifdefs. Any build with num_processes == 1 never creates an NCCL
+ * communicator: single-GPU runs do not depend on NCCL, MPI or the network.
+ *
+ * Start-up, multi_gpu_config_init(num_processes -pn, process_rank -pr, gpus_per_node -pg,
+ *                                 init_method -pi, server_ip -ps, port, fs_path -pf, zero_stage -z):
+ *   "mpi": needs USE_MPI. MPI_Init; rank and size come from MPI_COMM_WORLD (-pn/-pr may be left at
+ *          1/0; a -pn > 1 that disagrees with mpirun is an error). Local GPU = number of lower ranks on
+ *          the same host (hostnames exchanged with MPI_Allgather). Rank 0's id goes out by MPI_Bcast.
+ *          Without MPI in the build: one process runs as single-GPU; more processes (or being started
+ *          by mpirun with more than one) stop with a message pointing at -pi tcp / -pi fs.
+ *   "tcp"/"fs": rank and size from -pr/-pn; local GPU = rank % gpus_per_node (ranks numbered node by
+ *          node, as srun's default block distribution does). The id goes through
+ *          llmc/nccl_id_exchange.h (port default NCCL_ID_DEFAULT_PORT; fs run tag from the
+ *          environment, e.g. $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
+ *   Then cudaSetDevice(local), ncclCommInitRank, a non-blocking nccl_stream and an event without timing.
+ *   NVLink SHARP / multicast (NVLS) is never used: NCCL_NVLS_ENABLE is forced to 0 before NCCL starts.
+ *   The trainer must link llmc/nccl_id_exchange.cpp when MULTI_GPU is defined.
+ *
+ * Gradients (every call is asynchronous: queued on nccl_stream after the work queued so far on the
+ * compute stream; call multi_gpu_wait(cfg, compute) before the compute stream reads the results):
+ *   multi_gpu_async_reduce(ptrs, counts, n, cfg, compute), one ncclGroup over the n tensors:
+ *     zero_stage 0: ptrs[i][0, counts[i]) = mean over ranks (ncclAllReduce, ncclAvg, in place).
+ *     zero_stage 1: with s = ceil(counts[i] / P), ptrs[i][rank*s, rank*s + s) = mean over ranks of that
+ *       range (ncclReduceScatter, ncclAvg, in place); the rest of ptrs[i] is left unspecified.
+ *       Each ptrs[i] must hold multi_gpu_padded_size(counts[i]) = s*P elements, with the padding
+ *       [counts[i], s*P) zero and owned by no other tensor (checked among the tensors of one call).
+ *       Zero padding stays zero through AdamW (m = v = 0, update 0), so the optimizer may run over the
+ *       whole shard multi_gpu_get_shard(counts[i]) = {offset rank*s, size s}.
+ *   multi_gpu_all_gather(ptrs, counts, n, cfg, compute) (ZeRO-1, after the update): every rank's shard
+ *     of ptrs[i] is copied to all ranks (ncclAllGather in place). No-op for zero_stage 0.
+ *   multi_gpu_all_reduce_f32(buf, n, op, cfg, stream): buf[0, n) = sum or mean over ranks, queued on
+ *     `stream` itself (for the loss and the ZeRO-1 partial grad norm).
+ * Host side (blocking): multi_gpu_barrier (all ranks reach it, and the device is idle),
+ *   multi_gpu_cpu_float_sum (sum of one float over ranks: val loss, eval counts).
+ */
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <unistd.h>
+
+#include "llmc/cuda_common.h"
+#include "llmc/nccl_id_exchange.h"  // host only; also gives NCCL_ID_DEFAULT_PORT to single-GPU builds
+#include "llmc/utils.h"
+
+#ifdef MULTI_GPU
+#include <nccl.h>
+#ifdef USE_MPI
+#define OMPI_SKIP_MPICXX 1   // C API only: no deprecated C++ bindings, no -lmpi_cxx
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+#endif
+
+// Generous: on big clusters ranks can start minutes apart (container pulls, slow shared filesystems).
+constexpr double MULTI_GPU_ID_TIMEOUT_S = 600.0;
+
+struct MultiGpuConfig {
+    int process_rank;      // global rank, 0..num_processes-1
+    int num_processes;
+    int local_device_idx;  // CUDA device this process uses
+    int zero_stage;        // 0: replicated optimizer state; 1: optimizer state sharded across ranks
+#ifdef MULTI_GPU
+    ncclComm_t nccl_comm;            // null when num_processes == 1
+    cudaStream_t nccl_stream;        // all gradient / parameter collectives run here
+    cudaEvent_t compute_nccl_sync;   // orders nccl_stream against the compute stream (both ways)
+    float* unified_buffer;           // one device float for barrier and cpu_float_sum (host never touches it)
+#endif
+};
+
+// Part of a tensor of n elements that this rank owns for the optimizer update.
+struct Shard {
+    size_t offset;  // first element of the shard
+    size_t size;    // elements in the shard, the same on every rank (may run into zero padding)
+};
+
+inline Shard multi_gpu_get_shard(size_t n, const MultiGpuConfig* cfg) {
+    if (cfg->zero_stage == 0) return {0, n};
+    size_t s = (n + cfg->num_processes - 1) / cfg->num_processes;
+    return {s * (size_t)cfg->process_rank, s};
+}
+
+// Elements a tensor of n elements must be allocated with: ceil(n/P)*P under ZeRO-1, else n.
+inline size_t multi_gpu_padded_size(size_t n, const MultiGpuConfig* cfg) {
+    return multi_gpu_get_shard(n, cfg).size * (cfg->zero_stage == 0 ? 1 : cfg->num_processes);
+}
+
+enum class MultiGpuOp { sum, avg };
+
+// Checks shared by both builds; every message names the flag.
+inline void multi_gpu_check_args_(int num_processes, int process_rank, int gpus_per_node, const char* init_method,
+                                  int zero_stage) {
+    if (init_method == nullptr ||
+        (strcmp(init_method, "mpi") != 0 && strcmp(init_method, "tcp") != 0 && strcmp(init_method, "fs") != 0)) {
+        fatal("-pi must be mpi, tcp or fs, got '%s'", init_method ? init_method : "(null)");
+    }
+    if (zero_stage != 0 && zero_stage != 1) fatal("-z %d: only ZeRO stages 0 and 1 are implemented", zero_stage);
+    if (gpus_per_node < 1) fatal("-pg must be >= 1, got %d", gpus_per_node);
+    if (num_processes < 1) fatal("-pn must be >= 1, got %d", num_processes);
+    if (process_rank < 0 || process_rank >= num_processes) {
+        fatal("-pr %d is outside 0..%d (-pn %d)", process_rank, num_processes - 1, num_processes);
+    }
+}
+
+// Process count announced by an MPI launcher in the environment (1 when not started by one).
+inline int multi_gpu_launcher_size_() {
+    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+        const char* v = getenv(var);
+        if (v != nullptr && atoi(v) > 1) return atoi(v);
+    }
+    return 1;
+}
+
+#ifdef MULTI_GPU
+// ============================================================================
+// NCCL build
+
+inline void nccl_check_(ncclResult_t r, const char* stmt, const char* file, int line) {
+    std::string what = ncclGetErrorString(r);
+    const char* last = ncclGetLastError(nullptr);
+    if (last != nullptr && last[0] != '\0') what += std::string(" (") + last + ")";
+    check_failed_("NCCL", what.c_str(), stmt, file, line);
+}
+#define ncclCheck(stmt) do { ncclResult_t r_ = (stmt); \
+    if (r_ != ncclSuccess) nccl_check_(r_, #stmt, __FILE__, __LINE__); } while (0)
+
+#ifdef USE_MPI
+inline void mpi_check_(int err, const char* stmt, const char* file, int line) {
+    char what[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, what, &len) != MPI_SUCCESS) snprintf(what, sizeof(what), "MPI error %d", err);
+    check_failed_("MPI", what, stmt, file, line);
+}
+#define mpiCheck(stmt) do { int e_ = (stmt); \
+    if (e_ != MPI_SUCCESS) mpi_check_(e_, #stmt, __FILE__, __LINE__); } while (0)
+
+// Number of lower MPI ranks on this host: the local GPU index under mpirun.
+inline int multi_gpu_mpi_local_rank_(int rank, int size) {
+    constexpr int NAME = 256;
+    char name[NAME] = {0};
+    if (gethostname(name, NAME - 1) != 0) fatal("gethostname failed on MPI rank %d", rank);
+    std::vector<char> all((size_t)size * NAME);
+    mpiCheck(MPI_Allgather(name, NAME, MPI_CHAR, all.data(), NAME, MPI_CHAR, MPI_COMM_WORLD));
+    int local = 0;
+    for (int r = 0; r < rank; r++) local += strncmp(&all[(size_t)r * NAME], name, NAME) == 0;
+    return local;
+}
+#endif
+
+template <class T>
+constexpr ncclDataType_t nccl_type_() {
+    if constexpr (std::is_same_v<T, float>) return ncclFloat;
+    else if constexpr (std::is_same_v<T, __nv_bfloat16>) return ncclBfloat16;
+    else if constexpr (std::is_same_v<T, half>) return ncclHalf;
+    else static_assert(sizeof(T) == 0, "no NCCL type for this element type");
+}
+
+inline double multi_gpu_id_timeout_s_() {
+    const char* v = getenv("LLMC_NCCL_ID_TIMEOUT_S");
+    if (v == nullptr || v[0] == '\0') return MULTI_GPU_ID_TIMEOUT_S;
+    char* end = nullptr;
+    double t = strtod(v, &end);
+    if (*end != '\0' || !(t > 0)) fatal("$LLMC_NCCL_ID_TIMEOUT_S must be a positive number of seconds, got '%s'", v);
+    return t;
+}
+
+inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank, int gpus_per_node,
+                                            const char* init_method, const char* server_ip, int port,
+                                            const char* fs_path, int zero_stage) {
+    multi_gpu_check_args_(num_processes, process_rank, gpus_per_node, init_method, zero_stage);
+    static_assert(sizeof(ncclUniqueId) == NCCL_ID_BYTES, "llmc/nccl_id_exchange.h assumes a 128-byte id");
+    // Before NCCL reads its environment (ncclGetUniqueId already does): no NVLS / multicast.
+    const char* nvls = getenv("NCCL_NVLS_ENABLE");
+    if (nvls != nullptr && strcmp(nvls, "0") != 0) {
+        fprintf(stderr, "note: NCCL_NVLS_ENABLE=%s overridden to 0 (NVLink multicast is not used)\n", nvls);
+    }
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+
+    MultiGpuConfig cfg{};
+    cfg.zero_stage = zero_stage;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof(id));
+    if (strcmp(init_method, "mpi") == 0) {
+#ifdef USE_MPI
+        int initialized = 0;
+        mpiCheck(MPI_Initialized(&initialized));
+        if (!initialized) mpiCheck(MPI_Init(nullptr, nullptr));
+        mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &cfg.process_rank));
+        mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &cfg.num_processes));
+        if (num_processes > 1 && num_processes != cfg.num_processes) {
+            fatal("-pn %d disagrees with the %d processes MPI started (with -pi mpi, -pn/-pr can be left out)",
+                  num_processes, cfg.num_processes);
+        }
+        cfg.local_device_idx = multi_gpu_mpi_local_rank_(cfg.process_rank, cfg.num_processes);
+        if (cfg.num_processes > 1) {
+            if (cfg.process_rank == 0) ncclCheck(ncclGetUniqueId(&id));
+            mpiCheck(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+        }
+#else
+        int launched = multi_gpu_launcher_size_();
+        if (num_processes > 1 || launched > 1) {
+            fatal("-pi mpi needs a build with MPI, and this one has none (NO_USE_MPI=1)%s: start the processes "
+                  "yourself with -pi tcp -ps <rank 0 IP> or -pi fs -pf <shared dir>, plus -pn/-pr/-pg",
+                  launched > 1 ? (", but mpirun started " + std::to_string(launched) + " processes").c_str() : "");
+        }
+        cfg.process_rank = 0;
+        cfg.num_processes = 1;
+        cfg.local_device_idx = 0;
+#endif
+    } else {
+        cfg.process_rank = process_rank;
+        cfg.num_processes = num_processes;
+        cfg.local_device_idx = process_rank % gpus_per_node;
+        if (num_processes > 1) {
+            if (process_rank == 0) ncclCheck(ncclGetUniqueId(&id));
+            uint8_t* blob = reinterpret_cast<uint8_t*>(&id);
+            double timeout_s = multi_gpu_id_timeout_s_();
+            if (strcmp(init_method, "tcp") == 0) {
+                id_exchange_tcp(blob, process_rank, num_processes, server_ip, port, timeout_s);
+            } else {
+                id_exchange_fs(blob, process_rank, num_processes, fs_path, timeout_s, nullptr);
+            }
+        }
+    }
+
+    int device_count = 0;
+    cudaCheck(cudaGetDeviceCount(&device_count));
+    if (cfg.local_device_idx >= device_count) {
+        fatal("rank %d would use GPU %d of this node, but only %d are visible (check -pg, the number of "
+              "processes per node, and CUDA_VISIBLE_DEVICES)", cfg.process_rank, cfg.local_device_idx, device_count);
+    }
+    cudaCheck(cudaSetDevice(cfg.local_device_idx));
+    if (cfg.num_processes > 1) {
+        ncclCheck(ncclCommInitRank(&cfg.nccl_comm, cfg.num_processes, id, cfg.process_rank));
+        cudaCheck(cudaStreamCreateWithFlags(&cfg.nccl_stream, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&cfg.compute_nccl_sync, cudaEventDisableTiming));
+        cudaCheck(cudaMalloc(&cfg.unified_buffer, sizeof(float)));
+    }
+    return cfg;
+}
+
+inline void multi_gpu_config_free(MultiGpuConfig* cfg) {
+    if (cfg->num_processes > 1 && cfg->nccl_comm != nullptr) {
+        cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
+        ncclCheck(ncclCommDestroy(cfg->nccl_comm));
+        cudaCheck(cudaStreamDestroy(cfg->nccl_stream));
+        cudaCheck(cudaEventDestroy(cfg->compute_nccl_sync));
+        cudaFreeCheck(&cfg->unified_buffer);
+        cfg->nccl_comm = nullptr;
+        cfg->nccl_stream = nullptr;
+        cfg->compute_nccl_sync = nullptr;
+    }
+#ifdef USE_MPI
+    int initialized = 0, finalized = 0;
+    mpiCheck(MPI_Initialized(&initialized));
+    mpiCheck(MPI_Finalized(&finalized));
+    if (initialized && !finalized) mpiCheck(MPI_Finalize());
+#endif
+}
+
+// Returns once every rank has called it and this device is idle.
+inline void multi_gpu_barrier(const MultiGpuConfig* cfg) {
+    if (cfg->num_processes > 1) {
+        ncclCheck(ncclAllReduce(cfg->unified_buffer, cfg->unified_buffer, 1, ncclFloat, ncclSum, cfg->nccl_comm,
+                                cfg->nccl_stream));
+    }
+    cudaCheck(cudaDeviceSynchronize());
+}
+
+// Sum of `value` over all ranks (blocking; for rare host-side numbers such as the val loss).
+inline float multi_gpu_cpu_float_sum(float value, MultiGpuConfig* cfg) {
+    if (cfg->num_processes == 1) return value;
+    float* buf = cfg->unified_buffer;
+    cudaCheck(cudaMemcpyAsync(buf, &value, sizeof(float), cudaMemcpyHostToDevice, cfg->nccl_stream));
+    ncclCheck(ncclAllReduce(buf, buf, 1, ncclFloat, ncclSum, cfg->nccl_comm, cfg->nccl_stream));
+    cudaCheck(cudaMemcpyAsync(&value, buf, sizeof(float), cudaMemcpyDeviceToHost, cfg->nccl_stream));
+    cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
+    return value;
+}
+
+// nccl_stream waits for everything queued on `compute` so far.
+inline void multi_gpu_follow_compute_(MultiGpuConfig* cfg, cudaStream_t compute) {
+    cudaCheck(cudaEventRecord(cfg->compute_nccl_sync, compute));
+    cudaCheck(cudaStreamWaitEvent(cfg->nccl_stream, cfg->compute_nccl_sync, 0));
+}
+
+template <class T>
+void multi_gpu_async_reduce(T* const* ptrs, const size_t* counts, int n, MultiGpuConfig* cfg, cudaStream_t compute) {
+    if (cfg->num_processes == 1) return;
+    if (cfg->zero_stage == 1) {
+        // Reduce-scatter writes into the padding; overlapping tensors would corrupt each other.
+        for (int i = 0; i < n; i++) {
+            for (int j = i + 1; j < n; j++) {
+                const T* a = ptrs[i];
+                const T* b = ptrs[j];
+                if (a < b + multi_gpu_padded_size(counts[j], cfg) && b < a + multi_gpu_padded_size(counts[i], cfg)) {
+                    fatal("multi_gpu_async_reduce: tensors %d and %d overlap once padded for ZeRO-1 (allocate each "
+                          "with multi_gpu_padded_size elements)", i, j);
+                }
+            }
+        }
+    }
+    multi_gpu_follow_compute_(cfg, compute);
+    ncclCheck(ncclGroupStart());
+    for (int i = 0; i < n; i++) {
+        if (cfg->zero_stage == 0) {
+            ncclCheck(ncclAllReduce(ptrs[i], ptrs[i], counts[i], nccl_type_<T>(), ncclAvg, cfg->nccl_comm,
+                                    cfg->nccl_stream));
+        } else {
+            Shard s = multi_gpu_get_shard(counts[i], cfg);
+            ncclCheck(ncclReduceScatter(ptrs[i], ptrs[i] + s.offset, s.size, nccl_type_<T>(), ncclAvg,
+                                        cfg->nccl_comm, cfg->nccl_stream));
+        }
+    }
+    ncclCheck(ncclGroupEnd());
+}
+
+// The compute stream waits for every collective queued so far on nccl_stream.
+inline void multi_gpu_wait(MultiGpuConfig* cfg, cudaStream_t compute) {
+    if (cfg->num_processes == 1) return;
+    cudaCheck(cudaEventRecord(cfg->compute_nccl_sync, cfg->nccl_stream));
+    cudaCheck(cudaStreamWaitEvent(compute, cfg->compute_nccl_sync, 0));
+}
+
+template <class T>
+void multi_gpu_all_gather(T* const* ptrs, const size_t* counts, int n, MultiGpuConfig* cfg, cudaStream_t compute) {
+    if (cfg->num_processes == 1 || cfg->zero_stage == 0) return;
+    multi_gpu_follow_compute_(cfg, compute);
+    ncclCheck(ncclGroupStart());
+    for (int i = 0; i < n; i++) {
+        Shard s = multi_gpu_get_shard(counts[i], cfg);
+        ncclCheck(ncclAllGather(ptrs[i] + s.offset, ptrs[i], s.size, nccl_type_<T>(), cfg->nccl_comm,
+                                cfg->nccl_stream));
+    }
+    ncclCheck(ncclGroupEnd());
+}
+
+inline void multi_gpu_all_reduce_f32(float* buf, size_t n, MultiGpuOp op, MultiGpuConfig* cfg, cudaStream_t stream) {
+    if (cfg->num_processes == 1) return;
+    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, op == MultiGpuOp::avg ? ncclAvg : ncclSum, cfg->nccl_comm,
+                            stream));
+}
+
+#else
+// ============================================================================
+// Single-process build (no NCCL): same API, every collective is the identity.
+
+inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank, int gpus_per_node,
+                                            const char* init_method, const char* server_ip, int port,
+                                            const char* fs_path, int zero_stage) {
+    (void)server_ip;
+    (void)port;
+    (void)fs_path;
+    multi_gpu_check_args_(num_processes, process_rank, gpus_per_node, init_method, zero_stage);
+    int launched = multi_gpu_launcher_size_();
+    if (num_processes > 1 || launched > 1) {
+        fatal("this build has no NCCL (NO_MULTI_GPU=1) and runs one process, but %s %d: rebuild with NCCL",
+              num_processes > 1 ? "-pn is" : "mpirun started", num_processes > 1 ? num_processes : launched);
+    }
+    cudaCheck(cudaSetDevice(0));
+    return MultiGpuConfig{0, 1, 0, zero_stage};
+}
+
+inline void multi_gpu_config_free(MultiGpuConfig*) {}
+inline void multi_gpu_barrier(const MultiGpuConfig*) { cudaCheck(cudaDeviceSynchronize()); }
+inline float multi_gpu_cpu_float_sum(float value, MultiGpuConfig*) { return value; }
+template <class T>
+void multi_gpu_async_reduce(T* const*, const size_t*, int, MultiGpuConfig*, cudaStream_t) {}
+inline void multi_gpu_wait(MultiGpuConfig*, cudaStream_t) {}
+template <class T>
+void multi_gpu_all_gather(T* const*, const size_t*, int, MultiGpuConfig*, cudaStream_t) {}
+inline void multi_gpu_all_reduce_f32(float*, size_t, MultiGpuOp, MultiGpuConfig*, cudaStream_t) {}
+
+#endif  // MULTI_GPU
+
+// Single-tensor form of multi_gpu_all_gather.
+template <class T>
+void multi_gpu_all_gather(T* buf, size_t n, MultiGpuConfig* cfg, cudaStream_t compute) {
+    multi_gpu_all_gather(&buf, &n, 1, cfg, compute);
+}
