@@ -1,0 +1,311 @@
+/*
+ * Lab check for llmc/cudnn_att.cpp: cuDNN fused causal attention (forward, inference forward,
+ * deterministic backward) against a naive fp32 CUDA reference, at several shapes, plus timing.
+ *
+ * Per shape: fresh random Q/K/V/dout in the (B, T, 3, NH, HS) / (B, T, NH, HS) layouts, outputs poisoned
+ * with NaN first; compares out, stats (log-sum-exp), dq, dk, dv, printing max/mean abs error and the
+ * relative error norm ||cudnn - ref|| / ||ref|| (bf16 threshold 2e-2); checks that two backward runs
+ * are bitwise identical; times forward and backward (median of 20) and prints TFLOP/s with causal
+ * flop counts (forward 2*B*NH*T*T*HS, backward 2.5x that). Exit status 1 if any check fails.
+ *
+ * Build (repo root):  make USE_CUDNN=1 attention_cudnn_check
+ *   by hand:          nvcc -O3 -std=c++17 -DENABLE_BF16 -I. -gencode arch=compute_90,code=sm_90 \
+ *                       dev/cuda/attention_cudnn_check.cu build/<tag>/cudnn_att.o \
+ *                       -l:libcudnn.so.9 -lcuda -lnvrtc -o attention_cudnn_check
+ * Run:                ./build/<tag>/attention_cudnn_check
+ */
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "llmc/cudnn_att.h"
+
+// ----------------------------------------------------------------------------
+// Kernels: random fill and the fp32 reference (one block per query row or per key row; simple, slow)
+
+__global__ void fill_normal_kernel(floatX* x, size_t n, uint32_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        // Box-Muller from two hashed uniforms; u1 in (0, 1] so the log is finite
+        const float u1 = ((hash_u32((uint32_t)(2 * i), seed) >> 8) + 1) * (1.0f / 16777216.0f);
+        const float u2 = (hash_u32((uint32_t)(2 * i + 1), seed) >> 8) * (1.0f / 16777216.0f);
+        x[i] = (floatX)(sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
+    }
+}
+
+struct Dims {
+    int B, T, NH, HS;
+    __device__ __host__ size_t qkv(int b, int t, int which, int h) const {  // index into (B, T, 3, NH, HS)
+        return (((size_t)b * T + t) * 3 + which) * NH * HS + (size_t)h * HS;
+    }
+    __device__ __host__ size_t bthd(int b, int t, int h) const {  // index into (B, T, NH, HS)
+        return (((size_t)b * T + t) * NH + h) * HS;
+    }
+};
+
+__device__ float dot_smem_global(const float* a, const floatX* b, int n) {
+    float sum = 0.f;
+    for (int d = 0; d < n; d++) sum += a[d] * (float)b[d];
+    return sum;
+}
+
+// one block per (b, h, query row i): out_i = softmax(q_i K^T * scale) V, lse_i = log sum exp
+__global__ void attention_forward_reference(float* out, float* lse, const floatX* inp, Dims D, float scale) {
+    extern __shared__ float smem[];
+    float* q = smem;              // (HS)
+    float* p = smem + D.HS;       // (T)
+    const int i = blockIdx.x % D.T, h = (blockIdx.x / D.T) % D.NH, b = blockIdx.x / (D.T * D.NH);
+    for (int d = threadIdx.x; d < D.HS; d += blockDim.x) q[d] = (float)inp[D.qkv(b, i, 0, h) + d];
+    __syncthreads();
+    float local_max = -INFINITY;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+        p[j] = scale * dot_smem_global(q, inp + D.qkv(b, j, 1, h), D.HS);
+        local_max = fmaxf(local_max, p[j]);
+    }
+    const float row_max = block_reduce_max(local_max);
+    float local_sum = 0.f;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+        p[j] = expf(p[j] - row_max);
+        local_sum += p[j];
+    }
+    const float row_sum = block_reduce_sum(local_sum);  // its __syncthreads also publishes p[]
+    for (int d = threadIdx.x; d < D.HS; d += blockDim.x) {
+        float acc = 0.f;
+        for (int j = 0; j <= i; j++) acc += p[j] * (float)inp[D.qkv(b, j, 2, h) + d];
+        out[D.bthd(b, i, h) + d] = acc / row_sum;
+    }
+    if (threadIdx.x == 0) lse[((size_t)b * D.NH + h) * D.T + i] = row_max + logf(row_sum);
+}
+
+// one block per query row i: dS_ij = P_ij (dO_i.V_j - dO_i.O_i), dQ_i = scale * sum_j dS_ij K_j.
+// Also stores delta_i = dO_i.O_i for the dK/dV kernel.
+__global__ void attention_backward_dq_reference(float* dq, float* delta, const floatX* inp, const floatX* dout,
+                                                const float* out, const float* lse, Dims D, float scale) {
+    extern __shared__ float smem[];
+    float* q = smem;                 // (HS)
+    float* dO = smem + D.HS;         // (HS)
+    float* ds = smem + 2 * D.HS;     // (T)
+    const int i = blockIdx.x % D.T, h = (blockIdx.x / D.T) % D.NH, b = blockIdx.x / (D.T * D.NH);
+    float local = 0.f;
+    for (int d = threadIdx.x; d < D.HS; d += blockDim.x) {
+        q[d] = (float)inp[D.qkv(b, i, 0, h) + d];
+        dO[d] = (float)dout[D.bthd(b, i, h) + d];
+        local += dO[d] * out[D.bthd(b, i, h) + d];
+    }
+    const float delta_i = block_reduce_sum(local);  // its __syncthreads also publishes q[], dO[]
+    const float lse_i = lse[((size_t)b * D.NH + h) * D.T + i];
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+        const float p = expf(scale * dot_smem_global(q, inp + D.qkv(b, j, 1, h), D.HS) - lse_i);
+        const float dp = dot_smem_global(dO, inp + D.qkv(b, j, 2, h), D.HS);
+        ds[j] = p * (dp - delta_i);
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < D.HS; d += blockDim.x) {
+        float acc = 0.f;
+        for (int j = 0; j <= i; j++) acc += ds[j] * (float)inp[D.qkv(b, j, 1, h) + d];
+        dq[D.bthd(b, i, h) + d] = scale * acc;
+    }
+    if (threadIdx.x == 0) delta[((size_t)b * D.NH + h) * D.T + i] = delta_i;
+}
+
+// one block per key row j: dV_j = sum_i P_ij dO_i, dK_j = scale * sum_i dS_ij Q_i, over i >= j
+__global__ void attention_backward_dkdv_reference(float* dk, float* dv, const floatX* inp, const floatX* dout,
+                                                  const float* lse, const float* delta, Dims D, float scale) {
+    extern __shared__ float smem[];
+    float* k = smem;                       // (HS)
+    float* v = smem + D.HS;                // (HS)
+    float* p = smem + 2 * D.HS;            // (T)
+    float* ds = smem + 2 * D.HS + D.T;     // (T)
+    const int j = blockIdx.x % D.T, h = (blockIdx.x / D.T) % D.NH, b = blockIdx.x / (D.T * D.NH);
+    for (int d = threadIdx.x; d < D.HS; d += blockDim.x) {
+        k[d] = (float)inp[D.qkv(b, j, 1, h) + d];
+        v[d] = (float)inp[D.qkv(b, j, 2, h) + d];
+    }
+    __syncthreads();
+    for (int i = j + threadIdx.x; i < D.T; i += blockDim.x) {
+        const size_t row = ((size_t)b * D.NH + h) * D.T + i;
+        p[i] = expf(scale * dot_smem_global(k, inp + D.qkv(b, i, 0, h), D.HS) - lse[row]);
+        ds[i] = p[i] * (dot_smem_global(v, dout + D.bthd(b, i, h), D.HS) - delta[row]);
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < D.HS; d += blockDim.x) {
+        float acc_v = 0.f, acc_k = 0.f;
+        for (int i = j; i < D.T; i++) {
+            acc_v += p[i] * (float)dout[D.bthd(b, i, h) + d];
+            acc_k += ds[i] * (float)inp[D.qkv(b, i, 0, h) + d];
+        }
+        dv[D.bthd(b, j, h) + d] = acc_v;
+        dk[D.bthd(b, j, h) + d] = scale * acc_k;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Host helpers
+
+template <class T>
+std::vector<T> to_host(const T* device, size_t n) {
+    std::vector<T> host(n);
+    cudaCheck(cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+}
+
+float to_float(float x) { return x; }
+float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// Prints max/mean abs error and ||got - ref|| / ||ref||; fails on a non-finite value (unwritten poison).
+template <class T>
+bool compare(const char* name, const std::vector<T>& got, const std::vector<float>& ref, double threshold) {
+    double max_abs = 0, sum_abs = 0, sum_sq_diff = 0, sum_sq_ref = 0;
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        const double a = to_float(got[i]), b = ref[i];
+        if (!std::isfinite(a)) { nonfinite++; continue; }
+        const double diff = std::fabs(a - b);
+        max_abs = std::max(max_abs, diff);
+        sum_abs += diff;
+        sum_sq_diff += diff * diff;
+        sum_sq_ref += b * b;
+    }
+    const double rel = std::sqrt(sum_sq_diff / std::max(sum_sq_ref, 1e-30));
+    const bool ok = nonfinite == 0 && rel < threshold;
+    printf("  %-9s max abs %.3e  mean abs %.3e  rel norm %.3e  %s\n", name, max_abs, sum_abs / ref.size(), rel,
+           ok ? "ok" : "FAIL");
+    if (nonfinite) printf("            %zu of %zu elements not finite (poison left: not written)\n", nonfinite, ref.size());
+    return ok;
+}
+
+template <class F>
+float median_ms(F&& launch, int warmup = 3, int reps = 20) {
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    for (int r = 0; r < warmup; r++) launch();
+    std::vector<float> times;
+    for (int r = 0; r < reps; r++) {
+        cudaCheck(cudaEventRecord(start));
+        launch();
+        cudaCheck(cudaEventRecord(stop));
+        cudaCheck(cudaEventSynchronize(stop));
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+        times.push_back(ms);
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+}
+
+// ----------------------------------------------------------------------------
+
+bool check_shape(int B, int T, int NH, int HS, uint32_t seed) {
+    const int C = NH * HS;
+    const Dims D{B, T, NH, HS};
+    const float scale = 1.0f / sqrtf((float)HS);
+    const size_t n_qkv = (size_t)B * T * 3 * C, n_btc = (size_t)B * T * C, n_stats = (size_t)B * NH * T;
+    printf("B=%d T=%d NH=%d HS=%d\n", B, T, NH, HS);
+
+    floatX *inp, *dout, *out, *out_inference, *dinp;
+    float *stats, *ref_out, *ref_lse, *ref_delta, *ref_dq, *ref_dk, *ref_dv;
+    cudaCheck(cudaMalloc(&inp, n_qkv * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&dinp, n_qkv * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&dout, n_btc * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&out, n_btc * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&out_inference, n_btc * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&stats, n_stats * sizeof(float)));
+    cudaCheck(cudaMalloc(&ref_out, n_btc * sizeof(float)));
+    cudaCheck(cudaMalloc(&ref_dq, n_btc * sizeof(float)));
+    cudaCheck(cudaMalloc(&ref_dk, n_btc * sizeof(float)));
+    cudaCheck(cudaMalloc(&ref_dv, n_btc * sizeof(float)));
+    cudaCheck(cudaMalloc(&ref_lse, n_stats * sizeof(float)));
+    cudaCheck(cudaMalloc(&ref_delta, n_stats * sizeof(float)));
+
+    fill_normal_kernel<<<1024, 256>>>(inp, n_qkv, seed);
+    cudaCheckLaunch();
+    fill_normal_kernel<<<1024, 256>>>(dout, n_btc, seed ^ 0x5bd1e995u);
+    cudaCheckLaunch();
+    // poison: 0xFF bytes are NaN in bf16 and fp32, so anything cuDNN leaves unwritten fails the check
+    cudaCheck(cudaMemset(out, 0xFF, n_btc * sizeof(floatX)));
+    cudaCheck(cudaMemset(out_inference, 0xFF, n_btc * sizeof(floatX)));
+    cudaCheck(cudaMemset(stats, 0xFF, n_stats * sizeof(float)));
+    cudaCheck(cudaMemset(dinp, 0xFF, n_qkv * sizeof(floatX)));
+
+    // reference
+    const int threads = 256;
+    const int rows = B * NH * T;
+    attention_forward_reference<<<rows, threads, (HS + T) * sizeof(float)>>>(ref_out, ref_lse, inp, D, scale);
+    cudaCheckLaunch();
+    attention_backward_dq_reference<<<rows, threads, (2 * HS + T) * sizeof(float)>>>(
+        ref_dq, ref_delta, inp, dout, ref_out, ref_lse, D, scale);
+    cudaCheckLaunch();
+    attention_backward_dkdv_reference<<<rows, threads, (2 * HS + 2 * T) * sizeof(float)>>>(
+        ref_dk, ref_dv, inp, dout, ref_lse, ref_delta, D, scale);
+    cudaCheckLaunch();
+
+    // cuDNN
+    cudaStream_t stream = 0;
+    attention_forward_cudnn(out, stats, inp, B, T, NH, C, true, stream);
+    attention_forward_cudnn(out_inference, nullptr, inp, B, T, NH, C, false, stream);
+    attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream);
+    cudaCheck(cudaDeviceSynchronize());
+
+    const double tol = 2e-2;
+    bool ok = true;
+    const auto h_ref_out = to_host(ref_out, n_btc);
+    ok &= compare("out", to_host(out, n_btc), h_ref_out, tol);
+    ok &= compare("out(inf)", to_host(out_inference, n_btc), h_ref_out, tol);
+    ok &= compare("stats", to_host(stats, n_stats), to_host(ref_lse, n_stats), tol);
+    const auto h_dinp = to_host(dinp, n_qkv);
+    const char* names[3] = {"dq", "dk", "dv"};
+    float* refs[3] = {ref_dq, ref_dk, ref_dv};
+    for (int which = 0; which < 3; which++) {
+        // dinp is (B, T, 3, NH, HS): gather the q, k or v third of every (b, t) row into (B, T, NH, HS)
+        std::vector<floatX> slice(n_btc);
+        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
+            memcpy(&slice[bt * C], &h_dinp[(bt * 3 + which) * C], C * sizeof(floatX));
+        }
+        ok &= compare(names[which], slice, to_host(refs[which], n_btc), tol);
+    }
+
+    // determinism: a second backward into freshly poisoned memory must match bit for bit
+    cudaCheck(cudaMemset(dinp, 0xFF, n_qkv * sizeof(floatX)));
+    attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream);
+    const auto h_dinp2 = to_host(dinp, n_qkv);
+    const bool deterministic = memcmp(h_dinp.data(), h_dinp2.data(), n_qkv * sizeof(floatX)) == 0;
+    printf("  backward bitwise deterministic over two runs: %s\n", deterministic ? "yes" : "NO (FAIL)");
+    ok &= deterministic;
+
+    // timing (graphs already built above, so this is launch + kernel time only)
+    const double fwd_flops = 2.0 * B * NH * (double)T * T * HS;
+    const double bwd_flops = 2.5 * fwd_flops;
+    const float fwd_ms = median_ms([&] { attention_forward_cudnn(out, stats, inp, B, T, NH, C, true, stream); });
+    const float bwd_ms = median_ms([&] { attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream); });
+    printf("  forward  %8.3f ms  %6.1f TFLOP/s   backward %8.3f ms  %6.1f TFLOP/s   (median of 20)\n",
+           fwd_ms, fwd_flops / (fwd_ms * 1e9), bwd_ms, bwd_flops / (bwd_ms * 1e9));
+    printf("  %s\n", ok ? "PASS" : "FAIL");
+
+    cudaCheck(cudaFree(inp)); cudaCheck(cudaFree(dinp)); cudaCheck(cudaFree(dout));
+    cudaCheck(cudaFree(out)); cudaCheck(cudaFree(out_inference)); cudaCheck(cudaFree(stats));
+    cudaCheck(cudaFree(ref_out)); cudaCheck(cudaFree(ref_dq)); cudaCheck(cudaFree(ref_dk));
+    cudaCheck(cudaFree(ref_dv)); cudaCheck(cudaFree(ref_lse)); cudaCheck(cudaFree(ref_delta));
+    return ok;
+}
+
+int main() {
+    const cudaDeviceProp& props = device_props();
+    printf("device: %s (sm_%d%d)\n", props.name, props.major, props.minor);
+    create_cudnn();
+
+    struct Shape { int B, T, NH, HS; };
+    // small to GPT-2 124M training size (B=64, T=1024, NH=12); T=100 is not a multiple of any tile size
+    const Shape shapes[] = {{1, 64, 2, 64}, {4, 256, 4, 64}, {8, 1024, 12, 64}, {2, 2048, 16, 64},
+                            {3, 100, 3, 64}, {64, 1024, 12, 64}};
+    int failed = 0;
+    uint32_t seed = 42;
+    for (const Shape& s : shapes) failed += check_shape(s.B, s.T, s.NH, s.HS, seed++) ? 0 : 1;
+
+    destroy_cudnn();
+    printf("%s: %d of %zu shapes failed\n", failed ? "FAIL" : "PASS", failed, sizeof(shapes) / sizeof(shapes[0]));
+    return failed ? 1 : 0;
+}

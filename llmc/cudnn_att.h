@@ -1,0 +1,37 @@
+/*
+ * Causal self-attention through cuDNN's fused (flash) SDPA kernels, built with the cuDNN frontend
+ * graph API in llmc/cudnn_att.cpp (its own object: the frontend headers take long to compile).
+ * BF16 only; scale 1/sqrt(HS) with HS = C / NH.
+ *
+ * Layouts (all row-major):
+ *   inp   (B, T, 3, NH, HS)  the QKV matmul output, read in place by strides (no permute kernels)
+ *   out   (B, T, NH, HS)     = overwritten
+ *   stats (B, NH, T) fp32    = softmax log-sum-exp (natural log, of the scaled scores), written only
+ *                            when is_training; the backward pass needs it
+ *   dinp  (B, T, 3, NH, HS)  = overwritten: dQ, dK, dV, the input gradient of the QKV matmul output
+ * The backward is cuDNN's deterministic algorithm, so results are bitwise reproducible.
+ *
+ * Graphs are built once per shape on first use and cached; the first call with a new shape is slow
+ * (tens to hundreds of ms), later calls only launch. One workspace buffer, grown when a new graph
+ * needs more. Any cuDNN error prints the shape and cuDNN's message, then exits with status 1.
+ */
+#pragma once
+
+#include "llmc/cuda_common.h"
+
+// create_cudnn: the cuDNN handle (and a library version check), for the current device. The attention
+// calls create it on first use if needed; calling it at start-up makes a bad cuDNN install fail early.
+void create_cudnn();
+void destroy_cudnn();  // frees the handle, the cached graphs and the workspace; safe to call twice
+
+void attention_forward_cudnn(floatX* out,         // (B, T, NH, HS)
+                             float* stats,        // (B, NH, T), may be nullptr when !is_training
+                             const floatX* inp,   // (B, T, 3, NH, HS)
+                             int B, int T, int NH, int C, bool is_training, cudaStream_t stream);
+
+void attention_backward_cudnn(floatX* dinp,          // (B, T, 3, NH, HS)
+                              const floatX* dout,    // (B, T, NH, HS)
+                              const floatX* inp,     // (B, T, 3, NH, HS)
+                              const floatX* out,     // (B, T, NH, HS), from the forward
+                              const float* stats,    // (B, NH, T), from the forward with is_training
+                              int B, int T, int NH, int C, cudaStream_t stream);
