@@ -1,0 +1,185 @@
+/*
+ * Shared CUDA utilities: the precision switch (floatX), error-check macros, 128-bit packed
+ * loads/stores, warp/block reductions and stochastic rounding. Included by every layer header.
+ *
+ * Precision is chosen in exactly one place: ENABLE_BF16 (default) or ENABLE_FP32 at compile time
+ * define floatX. Everything else tests `kFloatXIsBF16` with `if constexpr`.
+ */
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cstdint>
+#include <type_traits>
+
+#include "llmc/rand.h"
+#include "llmc/utils.h"
+
+// ----------------------------------------------------------------------------
+// Precision
+
+#if defined(ENABLE_FP32)
+typedef float floatX;
+#define PRECISION_MODE_NAME "FP32"
+#else
+typedef __nv_bfloat16 floatX;
+#define PRECISION_MODE_NAME "BF16"
+#endif
+constexpr bool kFloatXIsBF16 = std::is_same<floatX, __nv_bfloat16>::value;
+
+// ----------------------------------------------------------------------------
+// Error checks: print the failing statement, file and line, exit 1.
+
+[[noreturn]] inline void check_failed_(const char* lib, const char* what, const char* stmt, const char* file, int line) {
+    fflush(stdout);
+    fprintf(stderr, "[%s error] %s\n  in: %s\n  at %s:%d\n", lib, what, stmt, file, line);
+    exit(EXIT_FAILURE);
+}
+
+#define cudaCheck(stmt) do { cudaError_t e_ = (stmt); \
+    if (e_ != cudaSuccess) check_failed_("CUDA", cudaGetErrorString(e_), #stmt, __FILE__, __LINE__); } while (0)
+
+#define cublasCheck(stmt) do { cublasStatus_t s_ = (stmt); \
+    if (s_ != CUBLAS_STATUS_SUCCESS) check_failed_("cuBLAS", cublasGetStatusString(s_), #stmt, __FILE__, __LINE__); } while (0)
+
+// After a kernel launch: catches bad launch configurations immediately.
+#define cudaCheckLaunch() cudaCheck(cudaGetLastError())
+
+// cudaFree that tolerates nullptr and nulls the pointer.
+template <class T>
+inline void cudaFreeCheck(T** ptr) {
+    if (*ptr != nullptr) cudaCheck(cudaFree(*ptr));
+    *ptr = nullptr;
+}
+
+// ----------------------------------------------------------------------------
+// Device properties (queried once; function-local static, so no global in the header)
+
+inline const cudaDeviceProp& device_props() {
+    static cudaDeviceProp props = [] {
+        cudaDeviceProp p;
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaGetDeviceProperties(&p, dev));
+        return p;
+    }();
+    return props;
+}
+
+__host__ __device__ inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
+
+// ----------------------------------------------------------------------------
+// 128-bit packed vectors: the unit of every memory-bound kernel.
+
+template <class ElementType>
+struct alignas(16) Packed128 {
+    static constexpr int size = 16 / sizeof(ElementType);
+    ElementType payload[size];
+
+    Packed128() = default;
+    __device__ explicit Packed128(int4 bits) { memcpy(&payload, &bits, sizeof(bits)); }
+    __device__ static Packed128 constant(ElementType value) {
+        Packed128 result;
+        for (int k = 0; k < size; ++k) result.payload[k] = value;
+        return result;
+    }
+    __device__ static Packed128 zeros() { return constant(ElementType(0.f)); }
+    __device__ ElementType& operator[](int index) { return payload[index]; }
+    __device__ const ElementType& operator[](int index) const { return payload[index]; }
+    __device__ int4 get_bits() const {
+        int4 bits;
+        memcpy(&bits, &payload, sizeof(bits));
+        return bits;
+    }
+};
+typedef Packed128<float> f128;
+typedef Packed128<floatX> x128;
+
+template <class T> __device__ Packed128<T> load128(const T* address) {
+    return Packed128<T>{*reinterpret_cast<const int4*>(address)};
+}
+// streaming load: data read once, don't keep it in cache
+template <class T> __device__ Packed128<T> load128cs(const T* address) {
+    return Packed128<T>{__ldcs(reinterpret_cast<const int4*>(address))};
+}
+template <class T> __device__ void store128(T* target, Packed128<T> value) {
+    *reinterpret_cast<int4*>(target) = value.get_bits();
+}
+template <class T> __device__ void store128cs(T* target, Packed128<T> value) {
+    __stcs(reinterpret_cast<int4*>(target), value.get_bits());
+}
+// bypass L1: for data another block reads next
+template <class T> __device__ void store128cg(T* target, Packed128<T> value) {
+    __stcg(reinterpret_cast<int4*>(target), value.get_bits());
+}
+
+// ----------------------------------------------------------------------------
+// Reductions
+
+constexpr int WARP_SIZE = 32;
+
+__device__ inline float warp_reduce_sum(float val) {
+    for (int offset = 16; offset > 0; offset >>= 1) val += __shfl_xor_sync(0xffffffff, val, offset);
+    return val;
+}
+__device__ inline float warp_reduce_max(float val) {
+    for (int offset = 16; offset > 0; offset >>= 1) val = fmaxf(val, __shfl_xor_sync(0xffffffff, val, offset));
+    return val;
+}
+
+// Sum over the whole block (blockDim.x a multiple of 32, <= 1024). Every thread gets the result.
+// Fixed reduction order, so the result is deterministic.
+__device__ inline float block_reduce_sum(float val) {
+    __shared__ float shared[WARP_SIZE];
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int num_warps = blockDim.x / WARP_SIZE;
+    val = warp_reduce_sum(val);
+    __syncthreads();  // protect `shared` from a previous call
+    if (lane == 0) shared[warp] = val;
+    __syncthreads();
+    val = (lane < num_warps) ? shared[lane] : 0.f;
+    return warp_reduce_sum(val);
+}
+
+__device__ inline float block_reduce_max(float val) {
+    __shared__ float shared[WARP_SIZE];
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int num_warps = blockDim.x / WARP_SIZE;
+    val = warp_reduce_max(val);
+    __syncthreads();
+    if (lane == 0) shared[warp] = val;
+    __syncthreads();
+    val = (lane < num_warps) ? shared[lane] : -INFINITY;
+    return warp_reduce_max(val);
+}
+
+// ----------------------------------------------------------------------------
+// Stochastic rounding fp32 -> bf16.
+// Rounding up with probability equal to the dropped fraction keeps E[bf16(x)] = x, so small AdamW
+// updates are not lost. The random bits come from a counter-based hash of (thread position, seed),
+// so results are reproducible run to run and resumable from the seed alone.
+
+__device__ __host__ inline uint32_t hash_u32(uint32_t position, uint32_t seed) {
+    // integer hash in the style of a counter-based generator: multiply, xor-shift rounds
+    uint32_t h = position * 0x9E3779B1u ^ seed;
+    h ^= h >> 16; h *= 0x7FEB352Du;
+    h ^= h >> 15; h *= 0x846CA68Bu;
+    h ^= h >> 16;
+    h += seed * 0x632BE5ABu;
+    h ^= h >> 13; h *= 0x5BD1E995u;
+    h ^= h >> 15;
+    return h;
+}
+
+__device__ inline void stochastic_round(float in, __nv_bfloat16* out, uint32_t position, uint32_t seed) {
+    const uint32_t bits = __float_as_uint(in);
+    const uint32_t threshold = hash_u32(position, seed) & 0xFFFFu;
+    // low 16 bits are what bf16 drops: round up when they exceed the random threshold
+    const uint32_t rounded = ((bits & 0xFFFFu) > threshold) ? bits + 0x10000u : bits;
+    *out = __ushort_as_bfloat16((unsigned short)(rounded >> 16));
+}
+__device__ inline void stochastic_round(float in, float* out, uint32_t, uint32_t) { *out = in; }

@@ -1,0 +1,669 @@
+/*
+ * The GPT-2 model: parameter, gradient, optimizer and activation memory, forward, backward,
+ * AdamW update, gradient norm, and checkpoint I/O. The trainer and the GPU test both drive this.
+ *
+ * Memory: one cudaMalloc each for parameters (floatX), gradients (floatX, same layout), AdamW m and v
+ * (fp32), master weights (fp32, bf16 builds with -w 1), and activations. Nothing is allocated inside
+ * a training step.
+ *
+ * Gradient conventions (see each layer header): parameter gradients accumulate (+=) over micro-steps
+ * and are zeroed by gpt2_zero_grad at the start of an optimizer step; activation gradients are
+ * overwritten (=); the residual-stream gradient accumulates (+=) within one backward pass.
+ *
+ * Recompute levels (-r): 0 keeps every activation; 1 keeps one GELU output buffer and recomputes
+ * GELU in the backward; 2 also keeps only the LayerNorm statistics and recomputes ln1/ln2.
+ *
+ * Several processes (llmc/zero.cuh): with ZeRO stage 0 each layer's gradients are all-reduced on the
+ * NCCL stream as soon as that layer's backward of the last micro-step is done, overlapping the rest
+ * of the backward. With ZeRO-1 the parameter and gradient buffers are padded to a multiple of the
+ * process count, one reduce-scatter after the backward leaves each process the mean gradient of its
+ * contiguous shard, AdamW updates that shard (m, v and master weights exist only for it), and an
+ * all-gather brings every process the updated parameters.
+ */
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "llmc/adamw.cuh"
+#include "llmc/attention.cuh"
+#include "llmc/cuda_common.h"
+#include "llmc/encoder.cuh"
+#include "llmc/fused_classifier.cuh"
+#include "llmc/gelu.cuh"
+#include "llmc/global_norm.cuh"
+#include "llmc/layernorm.cuh"
+#include "llmc/matmul.cuh"
+#include "llmc/model_file.h"
+#include "llmc/zero.cuh"
+#ifdef ENABLE_CUDNN
+#include "llmc/cudnn_att.h"
+#endif
+
+// ----------------------------------------------------------------------------
+// parameters
+
+// Pointers into one flat buffer, in checkpoint order (formats.md).
+struct ParameterTensors {
+    floatX* wte;       // (Vp, C)
+    floatX* wpe;       // (maxT, C)
+    floatX* ln1w;      // (L, C)
+    floatX* ln1b;      // (L, C)
+    floatX* qkvw;      // (L, 3C, C)
+    floatX* qkvb;      // (L, 3C)
+    floatX* attprojw;  // (L, C, C)
+    floatX* attprojb;  // (L, C)
+    floatX* ln2w;      // (L, C)
+    floatX* ln2b;      // (L, C)
+    floatX* fcw;       // (L, 4C, C)
+    floatX* fcb;       // (L, 4C)
+    floatX* fcprojw;   // (L, C, 4C)
+    floatX* fcprojb;   // (L, C)
+    floatX* lnfw;      // (C)
+    floatX* lnfb;      // (C)
+};
+static_assert(sizeof(ParameterTensors) == NUM_PARAMETER_TENSORS * sizeof(floatX*), "16 tensor pointers");
+
+inline floatX** tensor_slots(ParameterTensors* p) { return reinterpret_cast<floatX**>(p); }
+
+// Which tensors get weight decay: the 2-D ones (embeddings and matmul weights).
+inline bool tensor_is_2d(int i) { return i == 0 || i == 1 || i == 4 || i == 6 || i == 10 || i == 12; }
+
+// ----------------------------------------------------------------------------
+// activations
+
+struct ActivationTensors {
+    floatX* encoded;    // (B, T, C)
+    floatX* ln1;        // (L, B, T, C), or (B, T, C) with recompute 2
+    float* ln1_mean;    // (L, B, T)
+    float* ln1_rstd;    // (L, B, T)
+    floatX* qkv;        // (L, B, T, 3C): attention input
+    floatX* atty;       // (L, B, T, C): attention output
+    float* att_lse;     // (L, B, NH, T): softmax log-sum-exp
+    floatX* residual2;  // (L, B, T, C)
+    floatX* ln2;        // (L, B, T, C), or (B, T, C) with recompute 2
+    float* ln2_mean;    // (L, B, T)
+    float* ln2_rstd;    // (L, B, T)
+    floatX* fch;        // (L, B, T, 4C): fc output before GELU
+    floatX* fch_gelu;   // (L, B, T, 4C), or (B, T, 4C) with recompute >= 1
+    floatX* residual3;  // (L, B, T, C)
+    floatX* lnf;        // (B, T, C)
+    float* lnf_mean;    // (B, T)
+    float* lnf_rstd;    // (B, T)
+    float* losses;      // (B, T) per-token loss, summed over micro-steps
+    floatX* output;     // (B, T, Vp) logits, then dlogits in place
+    floatX* scratch_btc;   // (B, T, C): matmul outputs before the residual add; dresidual in backward
+    floatX* scratch_btc2;  // (B, T, C): activation gradients of width C in backward
+    floatX* scratch_bt4c;  // (B, T, 4C): activation gradients of width 4C (and 3C for qkv)
+};
+constexpr int NUM_ACTIVATION_TENSORS = sizeof(ActivationTensors) / sizeof(void*);
+
+struct ActivationLayout {
+    size_t bytes[NUM_ACTIVATION_TENSORS];
+    size_t total;
+};
+
+// Sizes in bytes of every activation tensor for batch (B, T); each rounded up to 256 bytes.
+inline ActivationLayout gpt2_activation_layout(const GPT2Config& cfg, int B, int T, int recompute) {
+    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    const size_t BT = (size_t)B * T, X = sizeof(floatX), F = sizeof(float);
+    const size_t ln_layers = recompute >= 2 ? 1 : L;
+    const size_t gelu_layers = recompute >= 1 ? 1 : L;
+    const size_t sizes[NUM_ACTIVATION_TENSORS] = {
+        BT * C * X,                                  // encoded
+        ln_layers * BT * C * X, L * BT * F, L * BT * F,  // ln1, mean, rstd
+        L * BT * 3 * C * X,                          // qkv
+        L * BT * C * X,                              // atty
+        L * B * NH * T * F,                          // att_lse
+        L * BT * C * X,                              // residual2
+        ln_layers * BT * C * X, L * BT * F, L * BT * F,  // ln2, mean, rstd
+        L * BT * 4 * C * X,                          // fch
+        gelu_layers * BT * 4 * C * X,                // fch_gelu
+        L * BT * C * X,                              // residual3
+        BT * C * X, BT * F, BT * F,                  // lnf, mean, rstd
+        BT * F,                                      // losses
+        BT * Vp * X,                                 // output
+        BT * C * X, BT * C * X, BT * 4 * C * X,      // scratch
+    };
+    ActivationLayout layout;
+    layout.total = 0;
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
+        layout.bytes[i] = (sizes[i] + 255) / 256 * 256;
+        layout.total += layout.bytes[i];
+    }
+    return layout;
+}
+
+// ----------------------------------------------------------------------------
+// the model
+
+struct GPT2Options {
+    int recompute = 1;           // -r
+    int gelu_fusion = 0;         // -ge
+    bool use_master_weights = true;  // -w (bf16 builds only)
+    bool allow_tf32 = true;      // -f (FP32 builds only)
+};
+
+struct GPT2 {
+    GPT2Config config;
+    GPT2Options opt;
+    size_t param_sizes[NUM_PARAMETER_TENSORS];
+    size_t num_parameters = 0;
+    size_t num_parameters_padded = 0;  // allocation of params/grads: ZeRO-1 pads to a multiple of P
+    MultiGpuConfig* mp = nullptr;      // process group (single-process config when not distributed)
+    Shard shard;                       // elements this process updates (all of them without ZeRO-1)
+    ParameterTensors params, grads;
+    floatX* params_memory = nullptr;
+    floatX* grads_memory = nullptr;
+    float* m_memory = nullptr;
+    float* v_memory = nullptr;
+    float* master_weights = nullptr;
+    bool master_initialized = false;
+    // batch the activations were sized for
+    int B = 0, T = 0;
+    ActivationTensors acts;
+    void* acts_memory = nullptr;
+    float* scratch_f32 = nullptr;   // column reductions, attention row terms, grad-norm partials
+    size_t scratch_f32_floats = 0;
+    int* inputs = nullptr;          // (B, T) device
+    int* targets = nullptr;         // (B, T) device
+    int* inputs_host = nullptr;     // pinned copy kept for the deterministic encoder backward
+    int* targets_host = nullptr;    // pinned staging
+    float* losses_host = nullptr;   // pinned (B, T)
+    float* norm_host = nullptr;     // pinned (1)
+    EncoderBackwardWorkspace enc_ws;
+    // training state
+    uint64_t rng_state = 13371337;  // seeds of stochastic rounding; advanced every backward and update
+    uint64_t rng_state_last_update = 0;  // rng_state when the last update began (state file slots 22-23)
+    int micro_steps_in_step = 0;    // micro-steps accumulated since gpt2_zero_grad
+    float mean_loss = -1.0f;        // mean loss of the last forward with targets
+    cudaStream_t stream = nullptr;
+};
+
+inline void gpt2_set_param_pointers(ParameterTensors* t, floatX* base, const size_t sizes[NUM_PARAMETER_TENSORS]) {
+    floatX** slots = tensor_slots(t);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        slots[i] = base;
+        base += sizes[i];
+    }
+}
+
+inline bool gpt2_uses_master_weights(const GPT2* model) { return kFloatXIsBF16 && model->opt.use_master_weights; }
+
+// Bytes of parameter + gradient + optimizer memory of one process.
+inline size_t gpt2_state_bytes(const GPT2Config& cfg, bool master, const MultiGpuConfig* mp) {
+    const size_t n = multi_gpu_padded_size(gpt2_num_parameters(cfg), mp);
+    const size_t ns = multi_gpu_get_shard(gpt2_num_parameters(cfg), mp).size;
+    return n * sizeof(floatX) * 2 + ns * sizeof(float) * (master ? 3 : 2);
+}
+
+inline size_t gpt2_scratch_floats(const GPT2Config& cfg, int B, int T) {
+    const int BT = B * T, C = cfg.channels;
+    size_t reduce = 0;
+    for (int oc : {C, 3 * C, 4 * C}) reduce = std::max(reduce, column_reduce_scratch_floats(BT, oc));
+    const size_t att = (size_t)B * cfg.num_heads * T;
+    return std::max(reduce, att) + GLOBAL_NORM_BLOCKS + 64;
+}
+
+// Allocates parameters (uninitialized), gradients and optimizer state (this process's shard of it).
+inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Options& opt, MultiGpuConfig* mp) {
+    model->config = cfg;
+    model->opt = opt;
+    std::string problem = gpt2_config_problem(cfg);
+    if (!problem.empty()) fatal("bad model configuration: %s", problem.c_str());
+    attention_check_shape(cfg.channels, cfg.num_heads);
+    gpt2_param_sizes(cfg, model->param_sizes);
+    model->num_parameters = gpt2_num_parameters(cfg);
+    model->mp = mp;
+    model->num_parameters_padded = multi_gpu_padded_size(model->num_parameters, mp);
+    model->shard = multi_gpu_get_shard(model->num_parameters, mp);
+    const size_t n = model->num_parameters_padded;
+    const size_t ns = model->shard.size;
+    cudaCheck(cudaStreamCreate(&model->stream));
+    cudaCheck(cudaMalloc(&model->params_memory, n * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&model->grads_memory, n * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&model->m_memory, ns * sizeof(float)));
+    cudaCheck(cudaMalloc(&model->v_memory, ns * sizeof(float)));
+    cudaCheck(cudaMemset(model->params_memory, 0, n * sizeof(floatX)));  // the ZeRO-1 padding stays zero
+    cudaCheck(cudaMemset(model->grads_memory, 0, n * sizeof(floatX)));
+    cudaCheck(cudaMemset(model->m_memory, 0, ns * sizeof(float)));
+    cudaCheck(cudaMemset(model->v_memory, 0, ns * sizeof(float)));
+    if (gpt2_uses_master_weights(model)) cudaCheck(cudaMalloc(&model->master_weights, ns * sizeof(float)));
+    gpt2_set_param_pointers(&model->params, model->params_memory, model->param_sizes);
+    gpt2_set_param_pointers(&model->grads, model->grads_memory, model->param_sizes);
+    matmul_context().allow_tf32 = opt.allow_tf32;
+    cudaCheck(cudaMallocHost(&model->norm_host, sizeof(float)));
+}
+
+// GPT-2 initialisation (formats.md): N(0, 0.02) weights, residual projections N(0, 0.02/sqrt(2L)),
+// zero biases, LayerNorm weight 1; wte rows >= V zero. Deterministic from `seed` (host RNG, Box-Muller).
+inline void gpt2_init_random(GPT2* model, uint64_t seed) {
+    const GPT2Config& c = model->config;
+    std::vector<float> host(model->num_parameters, 0.0f);
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+    auto uniform = [&]() { return (random_u32(&state) + 0.5f) * (1.0f / 4294967296.0f); };
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const size_t n = model->param_sizes[i];
+        const bool is_ln_weight = (i == 2 || i == 8 || i == 14);
+        float std = 0.0f;
+        if (tensor_is_2d(i)) std = (i == 6 || i == 12) ? 0.02f / sqrtf(2.0f * c.num_layers) : 0.02f;
+        for (size_t j = 0; j < n; j++) {
+            if (is_ln_weight) host[off + j] = 1.0f;
+            else if (std > 0.0f) {
+                const float u1 = uniform(), u2 = uniform();
+                host[off + j] = std * sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+            }
+        }
+        if (i == 0) {  // padded vocabulary rows stay zero
+            for (size_t j = (size_t)c.vocab_size * c.channels; j < n; j++) host[off + j] = 0.0f;
+        }
+        off += n;
+    }
+    std::vector<uint8_t> converted(model->num_parameters * sizeof(floatX));
+    convert_params(host.data(), DType::FP32, converted.data(), kFloatXIsBF16 ? DType::BF16 : DType::FP32,
+                   model->num_parameters);
+    cudaCheck(cudaMemcpy(model->params_memory, converted.data(), converted.size(), cudaMemcpyHostToDevice));
+}
+
+// Loads parameters from a v3/v5 checkpoint, converting to this build's precision.
+inline void gpt2_load_params(GPT2* model, const char* path, const ModelFileInfo& info) {
+    std::vector<uint8_t> host(model->num_parameters * sizeof(floatX));
+    model_file_read_params(path, info, host.data(), kFloatXIsBF16 ? DType::BF16 : DType::FP32);
+    cudaCheck(cudaMemcpy(model->params_memory, host.data(), host.size(), cudaMemcpyHostToDevice));
+    model->master_initialized = false;  // master weights are (re)made from these on the next update
+}
+
+// Writes the parameters as v5 (bf16 build) or v3 (fp32 build): the exact bits on the GPU.
+inline void gpt2_write_params(const GPT2* model, const char* path) {
+    std::vector<uint8_t> host(model->num_parameters * sizeof(floatX));
+    cudaCheck(cudaMemcpy(host.data(), model->params_memory, host.size(), cudaMemcpyDeviceToHost));
+    model_file_write(path, model->config, host.data(), kFloatXIsBF16 ? DType::BF16 : DType::FP32,
+                     kFloatXIsBF16 ? MODEL_FILE_VERSION_BF16 : MODEL_FILE_VERSION_FP32);
+}
+
+inline size_t gpt2_activation_bytes(const GPT2Config& cfg, int B, int T, int recompute) {
+    return gpt2_activation_layout(cfg, B, T, recompute).total + gpt2_scratch_floats(cfg, B, T) * sizeof(float);
+}
+
+// Allocates activations for micro-batch (B, T). Checks free GPU memory first and explains a shortfall.
+inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
+    const GPT2Config& c = model->config;
+    if (T > c.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", T, c.max_seq_len);
+    model->B = B;
+    model->T = T;
+    const ActivationLayout layout = gpt2_activation_layout(c, B, T, model->opt.recompute);
+    model->scratch_f32_floats = gpt2_scratch_floats(c, B, T);
+    const size_t need = layout.total + model->scratch_f32_floats * sizeof(float);
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const size_t margin = 512ull << 20;  // cuBLASLt workspace, cuDNN workspace, allocator slack
+    if (need + margin > free_bytes) {
+        fatal("activations for -b %d -t %d -r %d need %.2f GiB, but only %.2f GiB of GPU memory is free "
+              "(%.2f GiB total, %.2f GiB already used by parameters and optimizer state). "
+              "Use a smaller -b (with -d to keep the total batch) or more recompute (-r 2).",
+              B, T, model->opt.recompute, need / 1073741824.0, free_bytes / 1073741824.0, total_bytes / 1073741824.0,
+              gpt2_state_bytes(c, gpt2_uses_master_weights(model), model->mp) / 1073741824.0);
+    }
+    cudaCheck(cudaMalloc(&model->acts_memory, layout.total));
+    cudaCheck(cudaMemset(model->acts_memory, 0, layout.total));
+    void** slots = reinterpret_cast<void**>(&model->acts);
+    uint8_t* p = static_cast<uint8_t*>(model->acts_memory);
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
+        slots[i] = p;
+        p += layout.bytes[i];
+    }
+    cudaCheck(cudaMalloc(&model->scratch_f32, model->scratch_f32_floats * sizeof(float)));
+    const size_t BT = (size_t)B * T;
+    cudaCheck(cudaMalloc(&model->inputs, BT * sizeof(int)));
+    cudaCheck(cudaMalloc(&model->targets, BT * sizeof(int)));
+    cudaCheck(cudaMallocHost(&model->inputs_host, BT * sizeof(int)));
+    cudaCheck(cudaMallocHost(&model->targets_host, BT * sizeof(int)));
+    cudaCheck(cudaMallocHost(&model->losses_host, BT * sizeof(float)));
+    encoder_backward_workspace_init(&model->enc_ws, (int)BT, c.padded_vocab_size);
+}
+
+// Largest micro-batch B (for this T) whose activations fit in `free_bytes`.
+inline int gpt2_estimate_max_batch(const GPT2Config& cfg, int T, int recompute, size_t free_bytes) {
+    int best = 0;
+    for (int b = 1; b <= 4096; b *= 2) {
+        if (gpt2_activation_bytes(cfg, b, T, recompute) + (512ull << 20) <= free_bytes) best = b;
+        else break;
+    }
+    // refine linearly above the last power of two
+    if (best > 0) {
+        for (int b = best + 1; b < 2 * best; b++) {
+            if (gpt2_activation_bytes(cfg, b, T, recompute) + (512ull << 20) <= free_bytes) best = b;
+            else break;
+        }
+    }
+    return best;
+}
+
+inline void gpt2_free(GPT2* model) {
+    cudaFreeCheck(&model->params_memory);
+    cudaFreeCheck(&model->grads_memory);
+    cudaFreeCheck(&model->m_memory);
+    cudaFreeCheck(&model->v_memory);
+    cudaFreeCheck(&model->master_weights);
+    cudaFreeCheck(&model->acts_memory);
+    cudaFreeCheck(&model->scratch_f32);
+    cudaFreeCheck(&model->inputs);
+    cudaFreeCheck(&model->targets);
+    for (void* p : {(void*)model->inputs_host, (void*)model->targets_host, (void*)model->losses_host, (void*)model->norm_host}) {
+        if (p) cudaCheck(cudaFreeHost(p));
+    }
+    model->inputs_host = model->targets_host = nullptr;
+    model->losses_host = model->norm_host = nullptr;
+    encoder_backward_workspace_free(&model->enc_ws);
+    if (model->stream) cudaCheck(cudaStreamDestroy(model->stream));
+    model->stream = nullptr;
+}
+
+// ----------------------------------------------------------------------------
+// attention dispatch: the one place where USE_CUDNN chooses the implementation
+
+inline void gpt2_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+                                   cudaStream_t stream) {
+#ifdef ENABLE_CUDNN
+    attention_forward_cudnn(out, lse, qkv, B, T, NH, C, true, stream);
+#else
+    attention_forward(out, lse, qkv, B, T, C, NH, stream);
+#endif
+}
+
+inline void gpt2_attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
+                                    const floatX* out, const float* lse, int B, int T, int C, int NH,
+                                    cudaStream_t stream) {
+#ifdef ENABLE_CUDNN
+    (void)scratch;
+    attention_backward_cudnn(dqkv, dout, qkv, out, lse, B, T, NH, C, stream);
+#else
+    attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream);
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// forward / backward
+
+// Per-layer views of the stacked parameter tensors and activations.
+struct LayerView {
+    const floatX *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+};
+inline LayerView gpt2_layer_params(const ParameterTensors& p, const GPT2Config& c, int l) {
+    const size_t C = c.channels;
+    return {p.ln1w + l * C,         p.ln1b + l * C,         p.qkvw + l * 3 * C * C, p.qkvb + l * 3 * C,
+            p.attprojw + l * C * C, p.attprojb + l * C,     p.ln2w + l * C,         p.ln2b + l * C,
+            p.fcw + l * 4 * C * C,  p.fcb + l * 4 * C,      p.fcprojw + l * 4 * C * C, p.fcprojb + l * C};
+}
+
+// Forward pass over inputs (B, T) from host memory (validated by the data loader). With targets,
+// also the per-token losses (losses +=) and, when `for_training`, the logit gradients in place.
+// `grad_accum_steps` sets dloss = 1 / (B*T*grad_accum_steps).
+inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, bool for_training,
+                         int grad_accum_steps = 1) {
+    const GPT2Config& cfg = model->config;
+    if (B > model->B || T != model->T) {
+        fatal("forward with B=%d T=%d but activations were allocated for B=%d T=%d", B, T, model->B, model->T);
+    }
+    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    const int BT = B * T;
+    const size_t btc = (size_t)BT * C;
+    cudaStream_t s = model->stream;
+    ActivationTensors& a = model->acts;
+    const ParameterTensors& p = model->params;
+    const bool ln_per_layer = model->opt.recompute < 2;
+    const bool gelu_per_layer = model->opt.recompute < 1;
+
+    cudaCheck(cudaStreamSynchronize(s));  // the pinned staging buffers may still feed an earlier copy
+    memcpy(model->inputs_host, inputs, BT * sizeof(int));
+    cudaCheck(cudaMemcpyAsync(model->inputs, model->inputs_host, BT * sizeof(int), cudaMemcpyHostToDevice, s));
+    if (targets) {
+        memcpy(model->targets_host, targets, BT * sizeof(int));
+        cudaCheck(cudaMemcpyAsync(model->targets, model->targets_host, BT * sizeof(int), cudaMemcpyHostToDevice, s));
+    }
+
+    encoder_forward(a.encoded, model->inputs, p.wte, p.wpe, B, T, C, s);
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C, s);
+    for (int l = 0; l < L; l++) {
+        const LayerView w = gpt2_layer_params(p, cfg, l);
+        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * btc;
+        floatX* ln1 = ln_per_layer ? a.ln1 + l * btc : a.ln1;
+        floatX* qkv = a.qkv + l * 3 * btc;
+        floatX* atty = a.atty + l * btc;
+        float* lse = a.att_lse + (size_t)l * B * NH * T;
+        floatX* residual2 = a.residual2 + l * btc;
+        floatX* ln2 = ln_per_layer ? a.ln2 + l * btc : a.ln2;
+        floatX* fch = a.fch + l * 4 * btc;
+        floatX* fch_gelu = gelu_per_layer ? a.fch_gelu + l * 4 * btc : a.fch_gelu;
+        floatX* residual3 = a.residual3 + l * btc;
+
+        matmul_forward(qkv, nullptr, ln1, w.qkvw, w.qkvb, BT, C, 3 * C, s);
+        gpt2_attention_forward(atty, lse, qkv, B, T, C, NH, s);
+        matmul_forward(a.scratch_btc, nullptr, atty, w.attprojw, w.attprojb, BT, C, C, s);
+        fused_residual_forward(residual2, ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, residual, a.scratch_btc,
+                               w.ln2w, w.ln2b, BT, C, s);
+        if (model->opt.gelu_fusion >= 1) {
+            matmul_forward(fch_gelu, fch, ln2, w.fcw, w.fcb, BT, C, 4 * C, s);
+        } else {
+            matmul_forward(fch, nullptr, ln2, w.fcw, w.fcb, BT, C, 4 * C, s);
+            gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, s);
+        }
+        matmul_forward(a.scratch_btc, nullptr, fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, s);
+        // residual add fused with the NEXT LayerNorm: ln1 of layer l+1, or the final one
+        if (l + 1 < L) {
+            const LayerView next = gpt2_layer_params(p, cfg, l + 1);
+            floatX* next_ln1 = ln_per_layer ? a.ln1 + (l + 1) * btc : a.ln1;
+            fused_residual_forward(residual3, next_ln1, a.ln1_mean + (l + 1) * BT, a.ln1_rstd + (l + 1) * BT,
+                                   residual2, a.scratch_btc, next.ln1w, next.ln1b, BT, C, s);
+        } else {
+            fused_residual_forward(residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.scratch_btc, p.lnfw,
+                                   p.lnfb, BT, C, s);
+        }
+    }
+    matmul_forward(a.output, nullptr, a.lnf, p.wte, nullptr, BT, C, Vp, s);
+
+    if (targets) {
+        const float dloss = 1.0f / ((float)BT * grad_accum_steps);
+        fused_classifier(a.output, a.losses, model->targets, dloss, BT, V, Vp, for_training, s);
+    }
+}
+
+// Zero the per-token losses (start of an optimizer step or of an evaluation).
+inline void gpt2_zero_losses(GPT2* model) {
+    cudaCheck(cudaMemsetAsync(model->acts.losses, 0, (size_t)model->B * model->T * sizeof(float), model->stream));
+}
+
+// Zero gradients and losses at the start of an optimizer step.
+inline void gpt2_zero_grad(GPT2* model) {
+    cudaCheck(cudaMemsetAsync(model->grads_memory, 0, model->num_parameters * sizeof(floatX), model->stream));
+    gpt2_zero_losses(model);
+    model->micro_steps_in_step = 0;
+}
+
+// Sum of the per-token losses so far, in double on the host (deterministic).
+inline double gpt2_losses_sum(GPT2* model, int B, int T) {
+    cudaCheck(cudaMemcpyAsync(model->losses_host, model->acts.losses, (size_t)B * T * sizeof(float),
+                              cudaMemcpyDeviceToHost, model->stream));
+    cudaCheck(cudaStreamSynchronize(model->stream));
+    double sum = 0.0;
+    for (int i = 0; i < B * T; i++) sum += model->losses_host[i];
+    return sum;
+}
+
+// Backward pass after gpt2_forward(..., for_training=true) on the same batch. Parameter gradients +=.
+// On the last micro-step of an optimizer step (ZeRO-0, several processes) each layer's gradients
+// start their all-reduce as soon as they are final; gpt2_reduce_gradients completes the reduction.
+inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true) {
+    const GPT2Config& cfg = model->config;
+    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    const int BT = B * T;
+    const size_t btc = (size_t)BT * C;
+    cudaStream_t s = model->stream;
+    ActivationTensors& a = model->acts;
+    const ParameterTensors& p = model->params;
+    ParameterTensors& g = model->grads;
+    const bool ln_per_layer = model->opt.recompute < 2;
+    const bool gelu_per_layer = model->opt.recompute < 1;
+    float* scratch = model->scratch_f32;
+
+    floatX* dresidual = a.scratch_btc;  // gradient of the residual stream (+=)
+    floatX* dl_btc = a.scratch_btc2;
+    floatX* dl_bt4c = a.scratch_bt4c;
+    cudaCheck(cudaMemsetAsync(dresidual, 0, btc * sizeof(floatX), s));
+
+    // LM head (tied to wte) and the final LayerNorm
+    matmul_backward(dl_btc, g.wte, nullptr, scratch, a.output, a.lnf, p.wte, nullptr, BT, C, Vp, s);
+    layernorm_backward(dresidual, g.lnfw, g.lnfb, scratch, dl_btc, a.residual3 + (L - 1) * btc, p.lnfw, a.lnf_mean,
+                       a.lnf_rstd, BT, C, s);
+
+    for (int l = L - 1; l >= 0; l--) {
+        const LayerView w = gpt2_layer_params(p, cfg, l);
+        const size_t C_ = C;
+        floatX* dln1w = g.ln1w + l * C_;
+        floatX* dln1b = g.ln1b + l * C_;
+        floatX* dqkvw = g.qkvw + l * 3 * C_ * C_;
+        floatX* dqkvb = g.qkvb + l * 3 * C_;
+        floatX* dattprojw = g.attprojw + l * C_ * C_;
+        floatX* dattprojb = g.attprojb + l * C_;
+        floatX* dln2w = g.ln2w + l * C_;
+        floatX* dln2b = g.ln2b + l * C_;
+        floatX* dfcw = g.fcw + l * 4 * C_ * C_;
+        floatX* dfcb = g.fcb + l * 4 * C_;
+        floatX* dfcprojw = g.fcprojw + l * 4 * C_ * C_;
+        floatX* dfcprojb = g.fcprojb + l * C_;
+
+        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * btc;
+        floatX* ln1 = ln_per_layer ? a.ln1 + l * btc : a.ln1;
+        const float* ln1_mean = a.ln1_mean + l * BT;
+        const float* ln1_rstd = a.ln1_rstd + l * BT;
+        floatX* qkv = a.qkv + l * 3 * btc;
+        floatX* atty = a.atty + l * btc;
+        const float* lse = a.att_lse + (size_t)l * B * NH * T;
+        floatX* residual2 = a.residual2 + l * btc;
+        floatX* ln2 = ln_per_layer ? a.ln2 + l * btc : a.ln2;
+        const float* ln2_mean = a.ln2_mean + l * BT;
+        const float* ln2_rstd = a.ln2_rstd + l * BT;
+        floatX* fch = a.fch + l * 4 * btc;
+        floatX* fch_gelu = gelu_per_layer ? a.fch_gelu + l * 4 * btc : a.fch_gelu;
+
+        // MLP: recompute what was not kept
+        if (!gelu_per_layer) gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, s);
+        if (!ln_per_layer) layernorm_recompute(ln2, residual2, ln2_mean, ln2_rstd, w.ln2w, w.ln2b, BT, C, s);
+        const bool fused_dgelu = model->opt.gelu_fusion >= 2;
+        matmul_backward(dl_bt4c, dfcprojw, dfcprojb, scratch, dresidual, fch_gelu, w.fcprojw,
+                        fused_dgelu ? fch : nullptr, BT, 4 * C, C, s);
+        if (!fused_dgelu) gelu_backward(dl_bt4c, fch, dl_bt4c, (size_t)BT * 4 * C, s);
+        matmul_backward(dl_btc, dfcw, dfcb, scratch, dl_bt4c, ln2, w.fcw, nullptr, BT, C, 4 * C, s);
+        layernorm_backward(dresidual, dln2w, dln2b, scratch, dl_btc, residual2, w.ln2w, ln2_mean, ln2_rstd, BT, C, s);
+
+        // attention
+        matmul_backward(dl_btc, dattprojw, dattprojb, scratch, dresidual, atty, w.attprojw, nullptr, BT, C, C, s);
+        floatX* dqkv = dl_bt4c;  // (B, T, 3C) fits in the 4C scratch
+        gpt2_attention_backward(dqkv, scratch, dl_btc, qkv, atty, lse, B, T, C, NH, s);
+        if (!ln_per_layer) layernorm_recompute(ln1, residual, ln1_mean, ln1_rstd, w.ln1w, w.ln1b, BT, C, s);
+        matmul_backward(dl_btc, dqkvw, dqkvb, scratch, dqkv, ln1, w.qkvw, nullptr, BT, C, 3 * C, s);
+        layernorm_backward(dresidual, dln1w, dln1b, scratch, dl_btc, residual, w.ln1w, ln1_mean, ln1_rstd, BT, C, s);
+        if (last_micro_step && model->mp->zero_stage == 0) {
+            floatX* layer_grads[] = {dln1w, dln1b, dqkvw, dqkvb, dattprojw, dattprojb,
+                                     dln2w, dln2b, dfcw,  dfcb,  dfcprojw,  dfcprojb};
+            const size_t counts[] = {C_, C_, 3 * C_ * C_, 3 * C_, C_ * C_, C_, C_, C_, 4 * C_ * C_, 4 * C_, 4 * C_ * C_, C_};
+            multi_gpu_async_reduce(layer_grads, counts, 12, model->mp, s);
+        }
+    }
+    const uint32_t seed = random_u32(&model->rng_state);
+    encoder_backward(g.wte, g.wpe, &model->enc_ws, dresidual, model->inputs_host, B, T, C, seed, s);
+    if (last_micro_step && model->mp->zero_stage == 0) {
+        floatX* rest[] = {g.wte, g.wpe, g.lnfw, g.lnfb};
+        const size_t counts[] = {model->param_sizes[0], model->param_sizes[1], model->param_sizes[14], model->param_sizes[15]};
+        multi_gpu_async_reduce(rest, counts, 4, model->mp, s);
+    }
+    model->micro_steps_in_step++;
+}
+
+// Completes the cross-process gradient reduction of an optimizer step (after its last backward):
+// ZeRO-1 reduce-scatters the whole padded buffer; then the compute stream waits for NCCL.
+inline void gpt2_reduce_gradients(GPT2* model) {
+    if (model->mp->zero_stage == 1) {
+        floatX* all[] = {model->grads_memory};
+        const size_t counts[] = {model->num_parameters};
+        multi_gpu_async_reduce(all, counts, 1, model->mp, model->stream);
+    }
+    multi_gpu_wait(model->mp, model->stream);
+}
+
+// ----------------------------------------------------------------------------
+// optimizer
+
+// Global L2 norm of all gradients (synchronizes). Under ZeRO-1 each process holds the reduced
+// gradient of its shard only: partial sums of squares are added across processes.
+inline float gpt2_grad_norm(GPT2* model) {
+    float* partials = model->scratch_f32;
+    float* out = model->scratch_f32 + GLOBAL_NORM_BLOCKS;
+    const Shard sh = model->shard;
+    global_norm_squared(out, partials, model->grads_memory + sh.offset, sh.size, model->stream);
+    if (model->mp->zero_stage == 1) multi_gpu_all_reduce_f32(out, 1, MultiGpuOp::sum, model->mp, model->stream);
+    cudaCheck(cudaMemcpyAsync(model->norm_host, out, sizeof(float), cudaMemcpyDeviceToHost, model->stream));
+    cudaCheck(cudaStreamSynchronize(model->stream));
+    return sqrtf(*model->norm_host);
+}
+
+// AdamW step `t` (1-based) with gradients scaled by grad_scale (clipping), over this process's shard;
+// under ZeRO-1 an all-gather then gives every process all parameters. Seeds of stochastic rounding
+// come from model->rng_state, one per tensor, drawn identically on every process; rounding positions
+// are indices within the tensor, so the result does not depend on how the shards are cut.
+inline void gpt2_update(GPT2* model, float lr, float weight_decay, float grad_scale, int t) {
+    const bool master = gpt2_uses_master_weights(model);
+    const Shard sh = model->shard;
+    model->rng_state_last_update = model->rng_state;
+    if (master && !model->master_initialized) {
+        copy_to_fp32(model->master_weights, model->params_memory + sh.offset, sh.size, model->stream);
+        model->master_initialized = true;
+    }
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const size_t n = model->param_sizes[i];
+        AdamWParams ap;
+        ap.lr = lr;
+        ap.weight_decay = tensor_is_2d(i) ? weight_decay : 0.0f;
+        ap.grad_scale = grad_scale;
+        ap.t = t;
+        const uint32_t seed = random_u32(&model->rng_state);
+        const size_t lo = std::max(off, sh.offset), hi = std::min(off + n, sh.offset + sh.size);
+        if (lo < hi) {
+            const size_t local = lo - sh.offset;
+            adamw_update(model->params_memory + lo, master ? model->master_weights + local : nullptr,
+                         model->grads_memory + lo, model->m_memory + local, model->v_memory + local, hi - lo,
+                         (uint32_t)(lo - off), ap, seed, model->stream);
+        }
+        off += n;
+    }
+    multi_gpu_all_gather(model->params_memory, model->num_parameters, model->mp, model->stream);
+    multi_gpu_wait(model->mp, model->stream);
+}
+
+// Copies optimizer state to the host (for the state file): m, v and, if kept, master weights.
+inline void gpt2_optimizer_state_to_host(GPT2* model, std::vector<float>* m, std::vector<float>* v,
+                                         std::vector<float>* master) {
+    const size_t n = model->shard.size;
+    m->resize(n);
+    v->resize(n);
+    cudaCheck(cudaMemcpy(m->data(), model->m_memory, n * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(v->data(), model->v_memory, n * sizeof(float), cudaMemcpyDeviceToHost));
+    if (model->master_weights && model->master_initialized) {
+        master->resize(n);
+        cudaCheck(cudaMemcpy(master->data(), model->master_weights, n * sizeof(float), cudaMemcpyDeviceToHost));
+    } else {
+        master->clear();
+    }
+}
+
+inline void gpt2_optimizer_state_from_host(GPT2* model, const float* m, const float* v, const float* master) {
+    const size_t n = model->shard.size;
+    cudaCheck(cudaMemcpy(model->m_memory, m, n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(model->v_memory, v, n * sizeof(float), cudaMemcpyHostToDevice));
+    if (master && model->master_weights) {
+        cudaCheck(cudaMemcpy(model->master_weights, master, n * sizeof(float), cudaMemcpyHostToDevice));
+        model->master_initialized = true;
+    }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# End-to-end GPU test against the PyTorch reference (GPU machine with python3 + torch).
+#  1. Tiny Shakespeare shards (dev/data/tinyshakespeare.sh) unless present
+#  2. train_gpt2.py trains the reference d12 for PRETRAIN steps on them and writes
+#     gpt2_124M.bin (v3), gpt2_124M_bf16.bin (v5), gpt2_124M_debug_state.bin
+#     (meanwhile the test binaries build in the background)
+#  3. test_gpt2cu in the BF16 and FP32 builds (and BF16 + USE_CUDNN=1 when CUDNN=1)
+# Usage: [PRETRAIN=300] [CUDNN=0|1] [REGEN=1] scripts/gpu_test.sh     exit 1 if any test fails
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PRETRAIN=${PRETRAIN:-300}
+CUDNN=${CUDNN:-0}
+TS=dev/data/tinyshakespeare
+mkdir -p build/bin
+[ -f $TS/tiny_shakespeare_train.bin ] || bash dev/data/tinyshakespeare.sh || exit 1
+
+builds="BF16:0 FP32:0"
+[ "$CUDNN" = 1 ] && builds="$builds BF16:1"
+(
+    for b in $builds; do
+        p=${b%:*}; c=${b#*:}
+        make -j4 test_gpt2cu PRECISION=$p USE_CUDNN=$c > build/bin/build_${p}_${c}.log 2>&1 &&
+            cp test_gpt2cu build/bin/test_gpt2cu_${p}_cudnn${c} || echo "build failed: $p cudnn $c (build/bin/build_${p}_${c}.log)"
+    done
+) &
+build_pid=$!
+
+if [ ! -f gpt2_124M_debug_state.bin ] || [ "${REGEN:-0}" = 1 ]; then
+    python3 train_gpt2.py -i $TS/tiny_shakespeare_train.bin -e d12 -b 8 -t 1024 -l 6e-4 -u 20 \
+        --pretrain_steps "$PRETRAIN" --write_tensors gpt2_124M --test_input $TS/tiny_shakespeare_val.bin || exit 1
+fi
+wait $build_pid
+status=0
+for b in $builds; do
+    p=${b%:*}; c=${b#*:}
+    bin=build/bin/test_gpt2cu_${p}_cudnn${c}
+    echo "=== test_gpt2cu PRECISION=$p USE_CUDNN=$c"
+    if [ -x "$bin" ] && "$bin"; then echo "=== PASS PRECISION=$p USE_CUDNN=$c"; else echo "=== FAIL PRECISION=$p USE_CUDNN=$c"; tail -5 build/bin/build_${p}_${c}.log; status=1; fi
+done
+exit $status
