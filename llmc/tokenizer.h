@@ -1,0 +1,105 @@
+/*
+ * Decode-only GPT-2 tokenizer for printing samples: reads gpt2_tokenizer.bin (formats.md: uint32 header,
+ * magic 20240328, version 1 or 2, vocab size, end-of-text id (v2); then per id a uint8 length and the
+ * raw bytes). Header-only, no regex library needed.
+ *
+ *   Tokenizer tok;
+ *   if (tokenizer_init(&tok, "gpt2_tokenizer.bin")) { tokenizer_print(stdout, &tok, id); tokenizer_free(&tok); }
+ *
+ * A missing file is not an error (one warning line, tokenizer_init returns false); a file that is there
+ * but malformed (magic, version, size, truncation) is: fatal() naming the file.
+ */
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "llmc/utils.h"
+
+struct Tokenizer {
+    uint32_t vocab_size = 0;
+    uint32_t eot_token = 0;
+    char** token_table = nullptr;    // id -> NUL-terminated bytes (a token may hold a 0 byte: use token_len)
+    uint8_t* token_len = nullptr;    // id -> byte length
+};
+
+inline bool tokenizer_init(Tokenizer* t, const char* path) {
+    *t = Tokenizer();
+    FILE* fp = fopen(path, "rb");
+    if (fp == nullptr) {
+        fprintf(stderr, "warning: cannot open tokenizer '%s' (%s): samples will not be decoded "
+                        "(dev/data/tinyshakespeare.sh or 'gpt2tok write-bin' writes it)\n", path, strerror(errno));
+        return false;
+    }
+    uint32_t header[FILE_HEADER_INTS];
+    fread_check(header, sizeof(uint32_t), FILE_HEADER_INTS, fp, path);
+    if (header[0] != 20240328) fatal("'%s' is not a tokenizer file (magic %u, expected 20240328)", path, header[0]);
+    if (header[1] != 1 && header[1] != 2) fatal("'%s' has tokenizer version %u, expected 1 or 2", path, header[1]);
+    t->vocab_size = header[2];
+    t->eot_token = header[1] == 2 ? header[3] : 50256;   // version 1 predates the eot slot
+    if (t->vocab_size == 0 || t->vocab_size > (1u << 24) || t->eot_token >= t->vocab_size) {
+        fatal("'%s' has a bad header: vocab size %u, end-of-text id %u", path, t->vocab_size, t->eot_token);
+    }
+    t->token_table = (char**)malloc_check(t->vocab_size * sizeof(char*));
+    t->token_len = (uint8_t*)malloc_check(t->vocab_size);
+    for (uint32_t i = 0; i < t->vocab_size; i++) {
+        uint8_t n;
+        fread_check(&n, 1, 1, fp, path);
+        if (n == 0) fatal("'%s': token %u has length 0", path, i);
+        t->token_table[i] = (char*)malloc_check(n + 1);
+        fread_check(t->token_table[i], 1, n, fp, path);
+        t->token_table[i][n] = '\0';
+        t->token_len[i] = n;
+    }
+    if (fgetc(fp) != EOF) fatal("'%s' has bytes after the last of its %u tokens", path, t->vocab_size);
+    fclose(fp);
+    return true;
+}
+
+// Bytes of token id, NUL-terminated; nullptr for an id outside the vocabulary.
+inline const char* tokenizer_decode(const Tokenizer* t, uint32_t id) {
+    return id < t->vocab_size ? t->token_table[id] : nullptr;
+}
+
+// Prints a token so that it cannot garble a terminal: printable ASCII, '\n' and '\t' and complete
+// UTF-8 characters (>= U+00A0) are written as they are, every other byte as "\xNN". A character split
+// across two tokens therefore shows as escapes. Ids outside the vocabulary print as "<id N>".
+inline void tokenizer_print(FILE* out, const Tokenizer* t, uint32_t id) {
+    if (id >= t->vocab_size) {
+        fprintf(out, "<id %u>", id);
+        return;
+    }
+    const unsigned char* s = (const unsigned char*)t->token_table[id];
+    const size_t n = t->token_len[id];
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        bool ok = len == 1 ? (c >= 0x20 && c < 0x7F) || c == '\n' || c == '\t' : len > 1 && i + len <= n;
+        uint32_t cp = len > 1 ? c & (0x7F >> len) : c;
+        for (size_t k = 1; ok && k < len; k++) {
+            ok = (s[i + k] & 0xC0) == 0x80;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        // reject C1 controls, overlongs, surrogates and values past U+10FFFF
+        static const uint32_t min_cp[5] = {0, 0, 0xA0, 0x800, 0x10000};
+        if (ok && len > 1) ok = cp >= min_cp[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+        if (ok) {
+            fwrite(s + i, 1, len, out);
+            i += len;
+        } else {
+            fprintf(out, "\\x%02x", c);
+            i++;
+        }
+    }
+}
+
+inline void tokenizer_free(Tokenizer* t) {
+    if (t->token_table != nullptr) {
+        for (uint32_t i = 0; i < t->vocab_size; i++) free(t->token_table[i]);
+        free(t->token_table);
+    }
+    free(t->token_len);
+    *t = Tokenizer();
+}

@@ -1,0 +1,659 @@
+/*
+ * GPT-2 trainer: command line, start-up, and the training loop. The model lives in llmc/gpt2.cuh;
+ * data, schedules, state files and logging in their own llmc/ headers. Flags and the step line
+ * follow llm.c (see README and ../shared/docs/formats.md).
+ */
+#include <glob.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "llmc/dataloader.h"
+#include "llmc/eval_loader.h"
+#include "llmc/gpt2.cuh"
+#include "llmc/logger.h"
+#include "llmc/mfu.h"
+#include "llmc/outlier_detector.h"
+#include "llmc/run_state.h"
+#include "llmc/schedulers.h"
+#include "llmc/tokenizer.h"
+#include "llmc/zero.cuh"
+
+// ----------------------------------------------------------------------------
+// command line
+
+struct TrainConfig {
+    std::string train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin";  // -i
+    std::string val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin";      // -j
+    std::string init = "d12";         // -e: checkpoint file or dN / gpt2:dN
+    std::string output_dir;           // -o
+    std::string eval_file = "dev/data/hellaswag/hellaswag_val.bin";
+    std::string tokenizer_file = "gpt2_tokenizer.bin";
+    int B = 4;                        // -b
+    int T = 1024;                     // -t
+    long total_batch = -1;            // -d (tokens); -1 = B*T*processes
+    int max_steps = -1;               // -x
+    std::string schedule = "cosine";  // -k
+    float lr = 3e-4f;                 // -l
+    int warmup = 0;                   // -u
+    float final_lr_frac = 1.0f;       // -q
+    float weight_decay = 0.0f;        // -c
+    int val_every = 20;               // -v
+    int val_max_steps = 20;           // -m
+    int sample_every = 20;            // -s
+    int gen_tokens = 64;              // -g
+    int hellaswag = 0;                // -h
+    int checkpoint_every = 0;         // -n
+    int keep_last = 0;                // -nk
+    int keep_multiple = 0;            // -nm
+    int resume = 0;                   // -y
+    int recompute = 1;                // -r
+    int gelu_fusion = 0;              // -ge
+    int master_weights = 1;           // -w
+    int zero_stage = 0;               // -z
+    int overfit_single_batch = 0;     // -a
+    int allow_tf32 = 1;               // -f
+    float skip_loss_z = 0.0f;         // -sl
+    float skip_norm_z = 0.0f;         // -sg
+    int gpu_log_every = 0;            // -lg
+    int shuffle = 0;                  // -sh (ours): shuffle training data each epoch
+    uint64_t seed = 42;               // -seed (ours): random init and shuffling
+    // multi-process
+    int num_processes = 1;            // -pn
+    int process_rank = 0;             // -pr
+    int gpus_per_node = 8;            // -pg
+    std::string init_method = "mpi";  // -pi
+    std::string server_ip;            // -ps
+    std::string fs_path;              // -pf
+    int port = 12345;                 // -pp (ours)
+};
+
+static void print_usage() {
+    printf(
+        "usage: train_gpt2cu [flags], each flag followed by a value\n"
+        "  -i <glob>  train token shards          -j <glob>  val token shards\n"
+        "  -e <init>  checkpoint .bin or dN / gpt2:dN (d12 = 124M, d24 = 350M, d36 = 774M, d48 = 1558M)\n"
+        "  -o <dir>   output dir: main.log and checkpoints\n"
+        "  -b <int>   micro-batch per GPU (4)     -t <int>   sequence length (1024)\n"
+        "  -d <int>   total batch in tokens (B*T*processes); gradient accumulation = d / (B*T*processes)\n"
+        "  -x <int>   max steps (-1 = one epoch)\n"
+        "  -k <name>  LR schedule cosine|linear|constant|wsd   -l <float> max LR (3e-4)\n"
+        "  -u <int>   warmup steps (0)            -q <float> final LR fraction (1.0)\n"
+        "  -c <float> weight decay, 2-D tensors (0.0)\n"
+        "  -v <int>   val loss every N steps (20) -m <int>   max val batches (20)\n"
+        "  -s <int>   sample every N steps (20)   -g <int>   tokens to generate (64)\n"
+        "  -h <0|1>   multiple-choice eval (0)\n"
+        "  -n <int>   checkpoint every N steps (0 = never)   -nk <int> keep last N   -nm <int> keep multiples of N\n"
+        "  -y <0|1>   resume from the newest complete checkpoint in -o\n"
+        "  -r <0|1|2> recompute: none, GELU, GELU + LayerNorm (1)\n"
+        "  -ge <0|1|2> GELU fused into matmul: off, forward, forward+backward (0)\n"
+        "  -w <0|1>   fp32 master weights (1)     -z <0|1>   ZeRO stage (0)\n"
+        "  -a <0|1>   overfit a single batch (0)  -f <0|1>   allow TF32 in FP32 builds (1)\n"
+        "  -sl <float> / -sg <float>  skip update when loss / grad-norm z-score exceeds this (0 = off)\n"
+        "  -lg <int>  print GPU utilisation every N steps (0 = off)\n"
+        "  -sh <0|1>  shuffle training data (0)   -seed <int> random seed (42)\n"
+        "  -pn / -pr / -pg / -pi / -ps / -pf / -pp   processes / rank / GPUs per node / init (mpi|tcp|fs)\n"
+        "             / server IP / shared dir / TCP port\n");
+}
+
+static int parse_int(const char* flag, const char* value) {
+    char* end = nullptr;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (errno != 0 || end == value || *end != '\0' || v < INT32_MIN || v > INT32_MAX) {
+        fatal("flag %s expects an integer, got '%s'", flag, value);
+    }
+    return (int)v;
+}
+
+static float parse_float(const char* flag, const char* value) {
+    char* end = nullptr;
+    errno = 0;
+    float v = strtof(value, &end);
+    if (errno != 0 || end == value || *end != '\0' || !std::isfinite(v)) {
+        fatal("flag %s expects a number, got '%s'", flag, value);
+    }
+    return v;
+}
+
+static void require_range(const char* flag, long v, long lo, long hi) {
+    if (v < lo || v > hi) fatal("flag %s must be in [%ld, %ld], got %ld", flag, lo, hi, v);
+}
+
+static TrainConfig parse_args(int argc, char** argv) {
+    TrainConfig c;
+    for (int i = 1; i < argc; i += 2) {
+        const std::string f = argv[i];
+        if (f == "--help" || f == "-help") {
+            print_usage();
+            exit(0);
+        }
+        if (f.size() < 2 || f[0] != '-') fatal("expected a flag like -b, got '%s' (run with --help)", argv[i]);
+        if (i + 1 >= argc) fatal("flag %s needs a value (run with --help)", argv[i]);
+        const char* v = argv[i + 1];
+        if (f == "-i") c.train_pattern = v;
+        else if (f == "-j") c.val_pattern = v;
+        else if (f == "-e") c.init = v;
+        else if (f == "-o") c.output_dir = v;
+        else if (f == "-b") c.B = parse_int(argv[i], v);
+        else if (f == "-t") c.T = parse_int(argv[i], v);
+        else if (f == "-d") c.total_batch = parse_int(argv[i], v);
+        else if (f == "-x") c.max_steps = parse_int(argv[i], v);
+        else if (f == "-k") c.schedule = v;
+        else if (f == "-l") c.lr = parse_float(argv[i], v);
+        else if (f == "-u") c.warmup = parse_int(argv[i], v);
+        else if (f == "-q") c.final_lr_frac = parse_float(argv[i], v);
+        else if (f == "-c") c.weight_decay = parse_float(argv[i], v);
+        else if (f == "-v") c.val_every = parse_int(argv[i], v);
+        else if (f == "-m") c.val_max_steps = parse_int(argv[i], v);
+        else if (f == "-s") c.sample_every = parse_int(argv[i], v);
+        else if (f == "-g") c.gen_tokens = parse_int(argv[i], v);
+        else if (f == "-h") c.hellaswag = parse_int(argv[i], v);
+        else if (f == "-n") c.checkpoint_every = parse_int(argv[i], v);
+        else if (f == "-nk") c.keep_last = parse_int(argv[i], v);
+        else if (f == "-nm") c.keep_multiple = parse_int(argv[i], v);
+        else if (f == "-y") c.resume = parse_int(argv[i], v);
+        else if (f == "-r") c.recompute = parse_int(argv[i], v);
+        else if (f == "-ge") c.gelu_fusion = parse_int(argv[i], v);
+        else if (f == "-w") c.master_weights = parse_int(argv[i], v);
+        else if (f == "-z") c.zero_stage = parse_int(argv[i], v);
+        else if (f == "-a") c.overfit_single_batch = parse_int(argv[i], v);
+        else if (f == "-f") c.allow_tf32 = parse_int(argv[i], v);
+        else if (f == "-sl") c.skip_loss_z = parse_float(argv[i], v);
+        else if (f == "-sg") c.skip_norm_z = parse_float(argv[i], v);
+        else if (f == "-lg") c.gpu_log_every = parse_int(argv[i], v);
+        else if (f == "-sh") c.shuffle = parse_int(argv[i], v);
+        else if (f == "-seed") c.seed = (uint64_t)parse_int(argv[i], v);
+        else if (f == "-pn") c.num_processes = parse_int(argv[i], v);
+        else if (f == "-pr") c.process_rank = parse_int(argv[i], v);
+        else if (f == "-pg") c.gpus_per_node = parse_int(argv[i], v);
+        else if (f == "-pi") c.init_method = v;
+        else if (f == "-ps") c.server_ip = v;
+        else if (f == "-pf") c.fs_path = v;
+        else if (f == "-pp") c.port = parse_int(argv[i], v);
+        else fatal("unknown flag %s (run with --help)", argv[i]);
+    }
+    require_range("-b", c.B, 1, 1 << 20);
+    require_range("-t", c.T, 1, 1 << 20);
+    require_range("-r", c.recompute, 0, 2);
+    require_range("-ge", c.gelu_fusion, 0, 2);
+    require_range("-w", c.master_weights, 0, 1);
+    require_range("-z", c.zero_stage, 0, 1);
+    require_range("-a", c.overfit_single_batch, 0, 1);
+    require_range("-f", c.allow_tf32, 0, 1);
+    require_range("-h", c.hellaswag, 0, 1);
+    require_range("-y", c.resume, 0, 1);
+    require_range("-sh", c.shuffle, 0, 1);
+    require_range("-pn", c.num_processes, 1, 1 << 16);
+    require_range("-pr", c.process_rank, 0, c.num_processes - 1);
+    require_range("-pp", c.port, 1, 65535);
+    for (auto [flag, value] : {std::pair<const char*, int>{"-v", c.val_every}, {"-m", c.val_max_steps},
+                               {"-s", c.sample_every}, {"-g", c.gen_tokens}, {"-n", c.checkpoint_every},
+                               {"-nk", c.keep_last}, {"-nm", c.keep_multiple}, {"-u", c.warmup}, {"-lg", c.gpu_log_every}}) {
+        if (value < 0) fatal("flag %s must be >= 0, got %d", flag, value);
+    }
+    if (c.lr < 0.0f) fatal("flag -l must be >= 0, got %g", c.lr);
+    if (c.final_lr_frac < 0.0f || c.final_lr_frac > 1.0f) fatal("flag -q must be in [0, 1], got %g", c.final_lr_frac);
+    if (c.resume && c.output_dir.empty()) fatal("-y 1 needs -o <dir> to find checkpoints in");
+    if (c.checkpoint_every > 0 && c.output_dir.empty()) fatal("-n %d needs -o <dir> to write checkpoints to", c.checkpoint_every);
+    if (c.init_method != "mpi" && c.init_method != "tcp" && c.init_method != "fs") {
+        fatal("flag -pi must be mpi, tcp or fs, got '%s'", c.init_method.c_str());
+    }
+    return c;
+}
+
+// ----------------------------------------------------------------------------
+// signals: SIGINT / SIGTERM finish the current step, checkpoint (with -o) and exit
+
+static volatile sig_atomic_t g_stop_signal = 0;
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// ----------------------------------------------------------------------------
+// pieces of the loop
+
+struct Trainer {
+    TrainConfig cfg;
+    MultiGpuConfig mp;
+    GPT2 model;
+    DataLoader train_loader, val_loader;
+    EvalLoader eval_loader;
+    bool have_val = false, have_eval = false;
+    Tokenizer tokenizer;
+    bool have_tokenizer = false;
+    Logger logger;
+    LRScheduler scheduler;
+    OutlierDetector loss_outlier, norm_outlier;
+    int grad_accum = 1;
+    int train_num_batches = 0;
+    int start_step = 0;
+    uint64_t sample_rng = 1337;
+    GpuPeak peak;
+};
+
+static bool is_rank0(const Trainer& tr) { return tr.mp.process_rank == 0; }
+
+static float evaluate_val_loss(Trainer& tr) {
+    GPT2& m = tr.model;
+    const int B = tr.cfg.B, T = tr.cfg.T;
+    dataloader_reset(&tr.val_loader);
+    const int steps = std::min<int>(tr.cfg.val_max_steps, (int)dataloader_num_batches(&tr.val_loader));
+    double sum = 0.0;
+    for (int i = 0; i < steps; i++) {
+        dataloader_next_batch(&tr.val_loader);
+        gpt2_zero_losses(&m);
+        gpt2_forward(&m, tr.val_loader.inputs, tr.val_loader.targets, B, T, false);
+        sum += gpt2_losses_sum(&m, B, T) / (B * T);
+    }
+    float local = steps > 0 ? (float)(sum / steps) : 0.0f;
+    return multi_gpu_cpu_float_sum(local, &tr.mp) / tr.mp.num_processes;
+}
+
+static float evaluate_multiple_choice(Trainer& tr) {
+    GPT2& m = tr.model;
+    const int B = tr.cfg.B, T = tr.cfg.T;
+    eval_loader_reset(&tr.eval_loader);
+    int correct = 0;
+    const size_t batches = eval_loader_num_batches(&tr.eval_loader);
+    for (size_t i = 0; i < batches; i++) {
+        eval_loader_next_batch(&tr.eval_loader);
+        gpt2_zero_losses(&m);
+        gpt2_forward(&m, tr.eval_loader.inputs, tr.eval_loader.targets, B, T, false);
+        gpt2_losses_sum(&m, B, T);  // copies the per-token losses to m.losses_host
+        correct += eval_loader_stat_losses(&tr.eval_loader, m.losses_host);
+    }
+    const float total_correct = multi_gpu_cpu_float_sum((float)correct, &tr.mp);
+    return total_correct / (float)tr.eval_loader.examples.size();
+}
+
+// Samples gen_tokens tokens after an end-of-text, one full forward of the single row per token.
+static void generate_sample(Trainer& tr) {
+    GPT2& m = tr.model;
+    const GPT2Config& c = m.config;
+    const int T = tr.cfg.T;
+    const int eot = 50256;
+    std::vector<int> tokens(T, eot);
+    std::vector<floatX> logits(c.padded_vocab_size);
+    std::vector<float> probs(c.vocab_size);
+    const int n = std::min(tr.cfg.gen_tokens, T - 1);
+    printf("generating:\n---\n");
+    for (int t = 1; t <= n; t++) {
+        gpt2_forward(&m, tokens.data(), nullptr, 1, T, false);
+        cudaCheck(cudaMemcpyAsync(logits.data(), m.acts.output + (size_t)(t - 1) * c.padded_vocab_size,
+                                  c.padded_vocab_size * sizeof(floatX), cudaMemcpyDeviceToHost, m.stream));
+        cudaCheck(cudaStreamSynchronize(m.stream));
+        float maxv = -INFINITY;
+        for (int v = 0; v < c.vocab_size; v++) maxv = std::max(maxv, (float)logits[v]);
+        double sum = 0.0;
+        for (int v = 0; v < c.vocab_size; v++) sum += (probs[v] = expf((float)logits[v] - maxv));
+        const double coin = random_f32(&tr.sample_rng) * sum;
+        double cdf = 0.0;
+        int next = c.vocab_size - 1;
+        for (int v = 0; v < c.vocab_size; v++) {
+            cdf += probs[v];
+            if (coin < cdf) { next = v; break; }
+        }
+        tokens[t] = next;
+        if (tr.have_tokenizer) tokenizer_print(stdout, &tr.tokenizer, next);
+        else printf("%d ", next);
+        fflush(stdout);
+    }
+    printf("\n---\n");
+}
+
+static void save_checkpoint(Trainer& tr, int step) {
+    const std::string& dir = tr.cfg.output_dir;
+    ckpt_make_dir(dir);
+    if (is_rank0(tr)) gpt2_write_params(&tr.model, ckpt_model_path(dir, step).c_str());
+    std::vector<float> m, v, master;
+    gpt2_optimizer_state_to_host(&tr.model, &m, &v, &master);
+    RunState rs;
+    rs.num_processes = tr.mp.num_processes;
+    rs.process_rank = tr.mp.process_rank;
+    rs.use_master_weights = !master.empty();
+    rs.shuffle = tr.cfg.shuffle != 0;
+    rs.step = step;
+    rs.rng_state = tr.model.rng_state;
+    rs.rng_state_last_update = tr.model.rng_state_last_update;
+    rs.loader = dataloader_get_state(&tr.train_loader);
+    rs.has_outliers = true;
+    rs.loss_outlier = tr.loss_outlier;
+    rs.grad_norm_outlier = tr.norm_outlier;
+    std::vector<HostBuffer> body = {{m.data(), m.size() * sizeof(float)}, {v.data(), v.size() * sizeof(float)}};
+    if (rs.use_master_weights) body.push_back({master.data(), master.size() * sizeof(float)});
+    run_state_write(ckpt_state_path(dir, step, tr.mp.process_rank), rs, body);
+    multi_gpu_barrier(&tr.mp);
+    if (is_rank0(tr)) {
+        ckpt_write_done(dir, step);
+        ckpt_prune(dir, tr.cfg.keep_last, tr.cfg.keep_multiple, step);
+        printf("checkpoint: wrote step %d to %s\n", step, dir.c_str());
+    }
+}
+
+// Loads the newest complete checkpoint of -o; returns its step (0 when there is none).
+static int load_checkpoint(Trainer& tr) {
+    const std::string& dir = tr.cfg.output_dir;
+    const int step = ckpt_find_latest(dir);
+    if (step < 0) {
+        if (is_rank0(tr)) printf("resume: no complete checkpoint in %s, starting fresh\n", dir.c_str());
+        return 0;
+    }
+    const std::string model_path = ckpt_model_path(dir, step);
+    const ModelFileInfo info = model_file_read_header(model_path.c_str());
+    if (memcmp(&info.cfg, &tr.model.config, sizeof(GPT2Config)) != 0) {
+        fatal("checkpoint '%s' has a different model configuration than -e %s", model_path.c_str(), tr.cfg.init.c_str());
+    }
+    gpt2_load_params(&tr.model, model_path.c_str(), info);
+    const std::string state_path = ckpt_state_path(dir, step, tr.mp.process_rank);
+    const RunState peek = run_state_peek(state_path);
+    const size_t n = tr.model.shard.size;
+    std::vector<float> m(n), v(n), master;
+    std::vector<HostBuffer> body = {{m.data(), n * sizeof(float)}, {v.data(), n * sizeof(float)}};
+    if (peek.use_master_weights) {
+        master.resize(n);
+        body.push_back({master.data(), n * sizeof(float)});
+    }
+    const RunState rs = run_state_read(state_path, body, tr.mp.num_processes, tr.mp.process_rank);
+    if (rs.use_master_weights && !gpt2_uses_master_weights(&tr.model)) {
+        fatal("'%s' holds fp32 master weights but this run keeps none (-w 0 or an FP32 build): resume with -w 1 in a BF16 build",
+              state_path.c_str());
+    }
+    gpt2_optimizer_state_from_host(&tr.model, m.data(), v.data(), rs.use_master_weights ? master.data() : nullptr);
+    tr.model.rng_state = rs.rng_state;
+    tr.model.rng_state_last_update = rs.rng_state_last_update;
+    run_state_restore_loader(rs, &tr.train_loader, state_path);
+    if (rs.has_outliers) {
+        tr.loss_outlier = rs.loss_outlier;
+        tr.norm_outlier = rs.grad_norm_outlier;
+    }
+    if (is_rank0(tr)) printf("resume: loaded step %d from %s\n", step, dir.c_str());
+    return step;
+}
+
+// Val loss, multiple-choice eval and a text sample at the steps that ask for them.
+static void evaluate_and_sample(Trainer& tr, int step, bool last_step) {
+    if (tr.have_val && (step % tr.cfg.val_every == 0 || last_step)) {
+        const float val_loss = evaluate_val_loss(tr);
+        if (is_rank0(tr)) printf("val loss %f\n", val_loss);
+        logger_log_val(&tr.logger, step, val_loss);
+    }
+    if (tr.have_eval && ((tr.cfg.val_every > 0 && step % tr.cfg.val_every == 0) || last_step)) {
+        const float acc = evaluate_multiple_choice(tr);
+        if (is_rank0(tr)) printf("HellaSwag: %.4f\n", acc);
+        logger_log_eval(&tr.logger, step, acc);
+    }
+    if (is_rank0(tr) && tr.cfg.sample_every > 0 && tr.cfg.gen_tokens > 0 && (step > 0 && (step % tr.cfg.sample_every == 0 || last_step))) {
+        generate_sample(tr);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// start-up
+
+// Stops with a message naming the flag when a shard pattern matches nothing (checked before any GPU
+// or process start-up, so a typo fails fast everywhere).
+static void require_matches(const std::string& pattern, const char* flag) {
+    glob_t g;
+    const int rc = glob(pattern.c_str(), 0, nullptr, &g);
+    const size_t n = rc == 0 ? g.gl_pathc : 0;
+    if (rc == 0) globfree(&g);
+    if (n == 0) fatal("%s '%s' matches no files (expected token shards *.bin; for Tiny Shakespeare run dev/data/tinyshakespeare.sh)",
+                      flag, pattern.c_str());
+}
+
+static void setup(Trainer& tr) {
+    TrainConfig& c = tr.cfg;
+
+    // model configuration: descriptor or checkpoint
+    GPT2Config mc;
+    ModelFileInfo info;
+    const bool from_descriptor = gpt2_config_from_descriptor(c.init.c_str(), &mc);
+    if (!from_descriptor) {
+        info = model_file_read_header(c.init.c_str());
+        mc = info.cfg;
+    }
+    if (c.T > mc.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", c.T, mc.max_seq_len);
+    require_matches(c.train_pattern, "-i");
+    if (c.val_every > 0 && c.val_max_steps > 0 && !c.val_pattern.empty()) require_matches(c.val_pattern, "-j");
+
+    // processes (mpirun decides rank and count in mpi mode) and the GPU
+    tr.mp = multi_gpu_config_init(c.num_processes, c.process_rank, c.gpus_per_node, c.init_method.c_str(),
+                                  c.server_ip.c_str(), c.port, c.fs_path.c_str(), c.zero_stage);
+    c.num_processes = tr.mp.num_processes;
+    c.process_rank = tr.mp.process_rank;
+    GPT2Options opt;
+    opt.recompute = c.recompute;
+    opt.gelu_fusion = c.gelu_fusion;
+    opt.use_master_weights = c.master_weights != 0;
+    opt.allow_tf32 = c.allow_tf32 != 0;
+    if (c.zero_stage > 0 && c.num_processes == 1 && is_rank0(tr)) {
+        printf("note: -z %d with one process shards nothing\n", c.zero_stage);
+    }
+
+    // batch sizes
+    const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
+    if (c.total_batch < 0) c.total_batch = tokens_per_micro;
+    if (c.total_batch % tokens_per_micro != 0) {
+        fatal("-d %ld is not divisible by B*T*processes = %d*%d*%d = %ld", c.total_batch, c.B, c.T, c.num_processes,
+              tokens_per_micro);
+    }
+    tr.grad_accum = (int)(c.total_batch / tokens_per_micro);
+
+    // data (validated before any GPU memory is taken)
+    dataloader_init(&tr.train_loader, c.train_pattern.c_str(), "-i", c.B, c.T, c.process_rank, c.num_processes,
+                    c.shuffle != 0, c.seed);
+    tr.have_val = c.val_every > 0 && c.val_max_steps > 0 && !c.val_pattern.empty();
+    if (tr.have_val) {
+        dataloader_init(&tr.val_loader, c.val_pattern.c_str(), "-j", c.B, c.T, c.process_rank, c.num_processes,
+                        false, 0);
+    }
+    if (c.hellaswag) {
+        if (c.B % 4 != 0) fatal("-h 1 needs -b to be a multiple of 4 (4 completions per example), got %d", c.B);
+        eval_loader_init(&tr.eval_loader, c.eval_file.c_str(), c.B, c.T, c.process_rank, c.num_processes);
+        tr.have_eval = true;
+    }
+    const size_t epoch_batches = dataloader_num_batches(&tr.train_loader) / tr.grad_accum;
+    if (epoch_batches == 0) {
+        fatal("the training data (-i %s) has fewer windows (%zu) than one optimizer step needs (%d)",
+              c.train_pattern.c_str(), dataloader_num_batches(&tr.train_loader), tr.grad_accum);
+    }
+    tr.train_num_batches = c.max_steps > 0 ? c.max_steps : (int)epoch_batches;
+    lr_scheduler_init(&tr.scheduler, c.schedule.c_str(), c.lr, c.warmup, tr.train_num_batches, c.final_lr_frac);
+    outlier_detector_init(&tr.loss_outlier);
+    outlier_detector_init(&tr.norm_outlier);
+
+    // GPU (after everything that can be checked without one)
+    int device_count = 0;
+    if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+        fatal("no CUDA GPU found: train_gpt2cu needs an NVIDIA GPU of compute capability 8.0 or newer");
+    }
+    const cudaDeviceProp& props = device_props();
+    tr.peak = gpu_peak_bf16_flops(props);
+
+    // model
+    gpt2_allocate_state(&tr.model, mc, opt, &tr.mp);
+    tr.model.rng_state = 13371337;  // the same on every process: replicas must round identically
+    if (from_descriptor) gpt2_init_random(&tr.model, c.seed);
+    else gpt2_load_params(&tr.model, c.init.c_str(), info);
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const int max_b = gpt2_estimate_max_batch(mc, c.T, c.recompute, free_bytes);
+    gpt2_allocate_activations(&tr.model, c.B, c.T);
+
+    if (c.resume) tr.start_step = load_checkpoint(tr);
+    logger_init(&tr.logger, c.output_dir.empty() ? nullptr : c.output_dir.c_str(), c.process_rank, tr.start_step);
+    tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
+    tr.sample_rng = rng_seed(c.seed, 1337);
+
+    if (is_rank0(tr)) {
+        const size_t N = tr.model.num_parameters;
+        printf("+-----------------------+----------------------------------------------------+\n");
+        printf("| %-21s | %-50s |\n", "Parameter", "Value");
+        printf("+-----------------------+----------------------------------------------------+\n");
+        auto row_s = [](const char* k, const std::string& v) { printf("| %-21s | %-50s |\n", k, v.c_str()); };
+        auto row_i = [](const char* k, long v) { printf("| %-21s | %-50ld |\n", k, v); };
+        auto row_f = [](const char* k, double v) { printf("| %-21s | %-50e |\n", k, v); };
+        row_s("train data pattern", c.train_pattern);
+        row_s("val data pattern", tr.have_val ? c.val_pattern : "(none)");
+        row_s("output log dir", c.output_dir.empty() ? "(none)" : c.output_dir);
+        row_s("init", c.init);
+        row_i("micro batch size B", c.B);
+        row_i("sequence length T", c.T);
+        row_i("total batch size", c.total_batch);
+        row_i("gradient accumulation", tr.grad_accum);
+        row_s("LR schedule", lr_schedule_name(tr.scheduler.type));
+        row_f("learning rate (LR)", c.lr);
+        row_i("warmup iterations", c.warmup);
+        row_f("final LR fraction", c.final_lr_frac);
+        row_f("weight decay", c.weight_decay);
+        row_i("max steps", tr.train_num_batches);
+        row_i("val loss every", c.val_every);
+        row_i("val max steps", c.val_max_steps);
+        row_i("sample every", c.sample_every);
+        row_i("genT", c.gen_tokens);
+        row_i("checkpoint every", c.checkpoint_every);
+        row_i("recompute", c.recompute);
+        row_i("gelu fusion", c.gelu_fusion);
+        row_i("master weights", gpt2_uses_master_weights(&tr.model));
+        row_i("zero stage", c.zero_stage);
+        row_s("precision", PRECISION_MODE_NAME);
+#ifdef ENABLE_CUDNN
+        row_s("attention", "cuDNN flash attention");
+#else
+        row_s("attention", "llmc/attention.cuh");
+#endif
+        printf("+-----------------------+----------------------------------------------------+\n");
+        row_s("device", props.name);
+        row_s("peak bf16 TFLOP/s", tr.peak.source);
+        row_i("processes", c.num_processes);
+        printf("+-----------------------+----------------------------------------------------+\n");
+        row_i("max_seq_len", mc.max_seq_len);
+        row_i("vocab_size", mc.vocab_size);
+        row_i("padded_vocab_size", mc.padded_vocab_size);
+        row_i("num_layers", mc.num_layers);
+        row_i("num_heads", mc.num_heads);
+        row_i("channels", mc.channels);
+        row_i("num_parameters", (long)N);
+        printf("+-----------------------+----------------------------------------------------+\n");
+        row_i("train windows/epoch", (long)dataloader_num_batches(&tr.train_loader));
+        row_i("val batches", tr.have_val ? (long)std::min<size_t>(c.val_max_steps, dataloader_num_batches(&tr.val_loader)) : 0);
+        printf("+-----------------------+----------------------------------------------------+\n");
+        printf("memory: parameters+gradients+optimizer %.2f GiB, activations %.2f GiB; "
+               "estimated max micro-batch at T=%d with -r %d: %d\n",
+               gpt2_state_bytes(mc, gpt2_uses_master_weights(&tr.model), &tr.mp) / 1073741824.0,
+               gpt2_activation_bytes(mc, c.B, c.T, c.recompute) / 1073741824.0, c.T, c.recompute, max_b);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// main loop
+
+int main(int argc, char** argv) {
+    Trainer tr;
+    tr.cfg = parse_args(argc, argv);
+    setup(tr);
+#ifdef ENABLE_CUDNN
+    create_cudnn();
+#endif
+    const TrainConfig& c = tr.cfg;
+    GPT2& model = tr.model;
+    signal(SIGINT, on_stop_signal);
+    signal(SIGTERM, on_stop_signal);
+
+    const double flops_per_token = 6.0 * model.num_parameters +
+                                   6.0 * model.config.num_layers * model.config.channels * c.T;
+    cudaEvent_t start_ev, end_ev;
+    cudaCheck(cudaEventCreate(&start_ev));
+    cudaCheck(cudaEventCreate(&end_ev));
+    double total_ms = 0.0;
+    int timed_steps = 0;
+    GpuMonitor gpu_monitor;
+    if (c.gpu_log_every > 0) gpu_monitor_init(&gpu_monitor);
+
+    for (int step = tr.start_step; step <= tr.train_num_batches; step++) {
+        const bool last_step = step == tr.train_num_batches;
+        const bool stop_now = g_stop_signal != 0;  // a signal during the last step: save and leave
+        if (!stop_now) evaluate_and_sample(tr, step, last_step);
+        if (!c.output_dir.empty() && step > tr.start_step &&
+            ((c.checkpoint_every > 0 && step % c.checkpoint_every == 0) || last_step || stop_now)) {
+            save_checkpoint(tr, step);
+        }
+        if (stop_now) {
+            if (is_rank0(tr)) printf("stopping on signal %d after step %d%s\n", (int)g_stop_signal, step,
+                                     c.output_dir.empty() ? " (no -o, nothing saved)" : "");
+            break;
+        }
+        if (last_step) break;
+
+        // ---- one optimizer step ----
+        cudaCheck(cudaEventRecord(start_ev, model.stream));
+        gpt2_zero_grad(&model);
+        for (int micro = 0; micro < tr.grad_accum; micro++) {
+            if (c.overfit_single_batch == 0 || (step == 0 && micro == 0)) dataloader_next_batch(&tr.train_loader);
+            gpt2_forward(&model, tr.train_loader.inputs, tr.train_loader.targets, c.B, c.T, true, tr.grad_accum);
+            gpt2_backward(&model, c.B, c.T, micro == tr.grad_accum - 1);
+        }
+        gpt2_reduce_gradients(&model);
+        const float local_loss = (float)(gpt2_losses_sum(&model, c.B, c.T) / ((double)c.B * c.T * tr.grad_accum));
+        const float loss = multi_gpu_cpu_float_sum(local_loss, &tr.mp) / tr.mp.num_processes;
+        const float norm = gpt2_grad_norm(&model);
+        if (!std::isfinite(loss) || !std::isfinite(norm)) {
+            fatal("step %d: the loss (%f) or gradient norm (%f) is not finite; stopping instead of training on "
+                  "garbage. Lower -l, add warmup (-u), or resume from the last checkpoint.", step + 1, loss, norm);
+        }
+        const double zloss = outlier_detector_update(&tr.loss_outlier, loss);
+        const double znorm = outlier_detector_update(&tr.norm_outlier, norm);
+        const float lr = get_learning_rate(&tr.scheduler, step);
+        const bool skip = (c.skip_loss_z > 0.0f && zloss > c.skip_loss_z) || (c.skip_norm_z > 0.0f && znorm > c.skip_norm_z);
+        if (skip) {
+            if (is_rank0(tr)) printf("skipping update: loss z %.2f, grad norm z %.2f\n", zloss, znorm);
+        } else {
+            const float grad_scale = norm > 1.0f ? 1.0f / norm : 1.0f;
+            gpt2_update(&model, lr, c.weight_decay, grad_scale, step + 1);
+        }
+        cudaCheck(cudaEventRecord(end_ev, model.stream));
+        cudaCheck(cudaEventSynchronize(end_ev));
+        float ms = 0.0f;
+        cudaCheck(cudaEventElapsedTime(&ms, start_ev, end_ev));
+        if (step > tr.start_step) {  // the first step includes one-time set-up costs
+            total_ms += ms;
+            timed_steps++;
+        }
+        const double tokens = (double)c.total_batch;
+        const double tok_per_s = tokens / (ms / 1000.0);
+        const double mfu = tr.peak.flops > 0 ? 100.0 * flops_per_token * tok_per_s / c.num_processes / tr.peak.flops : 0.0;
+        if (is_rank0(tr)) {
+            printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n",
+                   step + 1, tr.train_num_batches, loss, std::isnan(zloss) ? 0.0 : zloss, norm,
+                   std::isnan(znorm) ? 0.0 : znorm, lr, ms, mfu, tok_per_s);
+            fflush(stdout);
+        }
+        logger_log_train(&tr.logger, step + 1, loss, lr, norm);
+        if (c.gpu_log_every > 0 && (step + 1) % c.gpu_log_every == 0 && is_rank0(tr)) gpu_monitor_print(&gpu_monitor);
+    }
+    if (is_rank0(tr) && timed_steps > 0) {
+        size_t free_b = 0, total_b = 0;
+        cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+        printf("total average iteration time: %f ms (%.0f tok/s); GPU memory in use %.2f GiB\n", total_ms / timed_steps,
+               c.total_batch / (total_ms / timed_steps / 1000.0), (total_b - free_b) / 1073741824.0);
+    }
+
+    cudaCheck(cudaEventDestroy(start_ev));
+    cudaCheck(cudaEventDestroy(end_ev));
+    logger_free(&tr.logger);
+    if (tr.have_tokenizer) tokenizer_free(&tr.tokenizer);
+    dataloader_free(&tr.train_loader);
+    if (tr.have_val) dataloader_free(&tr.val_loader);
+    if (tr.have_eval) eval_loader_free(&tr.eval_loader);
+    gpt2_free(&model);
+    matmul_context_destroy();
+#ifdef ENABLE_CUDNN
+    destroy_cudnn();
+#endif
+    multi_gpu_config_free(&tr.mp);
+    return 0;
+}
