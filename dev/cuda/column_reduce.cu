@@ -1,0 +1,67 @@
+/*
+ * Lab for llmc/column_reduce.cuh: bias_backward, dbias(OC) += column sums of dout(N, OC), against a
+ * CPU sum in double from the same bf16 values. The fp32 scratch is poisoned first (every partial the
+ * finishing kernel reads must have been written); dbias starts from random values (+=); two runs from the
+ * same state must be bitwise equal. (layernorm_param_backward, the other user of these kernels, is
+ * checked by the layernorm lab.) Exit status 1 if any check fails.
+ */
+#include "llmc/column_reduce.cuh"
+#include "common.h"
+
+struct Shape {
+    int N, OC;
+};
+
+static void run_shape(const Shape& s) {
+    const int N = s.N, OC = s.OC;
+    const size_t n = (size_t)N * OC;
+    const std::string shape = strfmt("N=%d OC=%d", N, OC);
+    printf("-- %s (%d row chunks)\n", shape.c_str(), column_reduce_row_chunks(N, OC));
+
+    floatX* dout = lab_alloc<floatX>(n);
+    floatX* dbias = lab_alloc<floatX>(OC);
+    floatX* dbias0 = lab_alloc<floatX>(OC);
+    floatX* dbias1 = lab_alloc<floatX>(OC);
+    const size_t scratch_n = column_reduce_scratch_floats(N, OC);
+    float* scratch = lab_alloc<float>(scratch_n);
+    fill_uniform(dout, n, -1.f, 1.f);
+    fill_uniform(dbias0, OC, -1.f, 1.f);
+    auto restore = [&] {
+        copy_device(dbias, dbias0, OC);
+        poison(scratch, scratch_n);
+    };
+    restore();
+    bias_backward(dbias, dout, scratch, N, OC, 0);
+    lab_sync();
+
+    const std::vector<float> h_dout = download(dout, n), h_db0 = download(dbias0, OC);
+    std::vector<double> ref(h_db0.begin(), h_db0.end());
+    for (int r = 0; r < N; r++) {
+        for (int c = 0; c < OC; c++) ref[c] += h_dout[(size_t)r * OC + c];
+    }
+    check_close("bias_backward dbias += [" + shape + "]", download(dbias, OC), ref, TOL_BF16);
+
+    copy_device(dbias1, dbias, OC);
+    restore();
+    bias_backward(dbias, dout, scratch, N, OC, 0);
+    lab_sync();
+    const size_t diff = count_bit_differences(dbias, dbias1, OC);
+    check("bias_backward deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
+
+    const float ms = time_ms([&] { bias_backward(dbias, dout, scratch, N, OC, 0); });
+    report("bias_backward", shape, ms, (double)n * sizeof(floatX) + 2.0 * OC * sizeof(floatX));
+}
+
+int main() {
+    lab_init("column_reduce");
+    const Shape shapes[] = {
+        {8 * 1024, 768},       // GPT-2 d12: attproj / fcproj bias
+        {8 * 1024, 3 * 768},   // qkv bias
+        {8 * 1024, 4 * 768},   // fc bias
+        {8 * 1024, 4 * 1600},  // d48 fc bias (more columns than 2 blocks per SM)
+        {37, 40},              // odd: rows not a multiple of the warps, one partial column block
+        {3, 8},                // fewer rows than warps
+    };
+    for (const Shape& s : shapes) run_shape(s);
+    return lab_finish();
+}

@@ -1,0 +1,203 @@
+/*
+ * Lab for llmc/layernorm.cuh against a CPU reference in double from the same bf16 values:
+ *   layernorm_forward       out =, mean/rstd = (also with out == nullptr: statistics only)
+ *   fused_residual_forward  residual = inp1 + inp2 (rounded to bf16 first, as the header says), then LN
+ *   layernorm_recompute     out = from saved mean/rstd
+ *   layernorm_backward      dinp +=, dweight +=, dbias += (through llmc/column_reduce.cuh), deterministic
+ * Outputs that are overwritten are poisoned first; accumulated ones start from random values. The
+ * backward runs twice from the same state and must be bitwise equal. Exit status 1 if any check fails.
+ */
+#include "llmc/layernorm.cuh"
+#include "common.h"
+
+struct Shape {
+    int N, C;
+};
+
+// mean and rstd of one row, in double
+static void row_stats(const float* x, int C, double* mean, double* rstd) {
+    double sum = 0, sq = 0;
+    for (int c = 0; c < C; c++) sum += x[c];
+    const double m = sum / C;
+    for (int c = 0; c < C; c++) sq += (x[c] - m) * (x[c] - m);
+    *mean = m;
+    *rstd = 1.0 / std::sqrt(sq / C + (double)LAYERNORM_EPS);
+}
+
+// out, mean, rstd of the rows of x (N, C)
+static void layernorm_ref(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b, int N,
+                          int C, std::vector<double>* out, std::vector<double>* mean, std::vector<double>* rstd) {
+    out->resize((size_t)N * C);
+    mean->resize(N);
+    rstd->resize(N);
+    for (int r = 0; r < N; r++) {
+        const float* xr = x.data() + (size_t)r * C;
+        row_stats(xr, C, &(*mean)[r], &(*rstd)[r]);
+        for (int c = 0; c < C; c++) (*out)[(size_t)r * C + c] = (xr[c] - (*mean)[r]) * (*rstd)[r] * w[c] + b[c];
+    }
+}
+
+static void run_shape(const Shape& s) {
+    const int N = s.N, C = s.C;
+    const size_t NC = (size_t)N * C;
+    const std::string shape = strfmt("N=%d C=%d", N, C);
+    printf("-- %s\n", shape.c_str());
+
+    floatX* inp = lab_alloc<floatX>(NC);
+    floatX* inp2 = lab_alloc<floatX>(NC);
+    floatX* weight = lab_alloc<floatX>(C);
+    floatX* bias = lab_alloc<floatX>(C);
+    floatX* out = lab_alloc<floatX>(NC);
+    floatX* residual = lab_alloc<floatX>(NC);
+    float* mean = lab_alloc<float>(N);
+    float* rstd = lab_alloc<float>(N);
+    fill_uniform(inp, NC, -1.f, 3.f);  // mean ~1: the centring matters
+    fill_uniform(inp2, NC, -2.f, 2.f);
+    fill_uniform(weight, C, 0.5f, 1.5f);
+    fill_uniform(bias, C, -0.5f, 0.5f);
+    const std::vector<float> h_inp = download(inp, NC), h_inp2 = download(inp2, NC);
+    const std::vector<float> h_w = download(weight, C), h_b = download(bias, C);
+    std::vector<double> ref_out, ref_mean, ref_rstd;
+
+    // ---- layernorm_forward
+    layernorm_ref(h_inp, h_w, h_b, N, C, &ref_out, &ref_mean, &ref_rstd);
+    poison(out, NC);
+    poison(mean, N);
+    poison(rstd, N);
+    layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, 0);
+    lab_sync();
+    check_close("layernorm_forward out [" + shape + "]", download(out, NC), ref_out, TOL_BF16);
+    check_close("layernorm_forward mean [" + shape + "]", download(mean, N), ref_mean, TOL_FP32);
+    check_close("layernorm_forward rstd [" + shape + "]", download(rstd, N), ref_rstd, TOL_FP32);
+    poison(mean, N);
+    poison(rstd, N);
+    layernorm_forward(nullptr, mean, rstd, inp, weight, bias, N, C, 0);
+    lab_sync();
+    check_close("layernorm_forward stats only, mean [" + shape + "]", download(mean, N), ref_mean, TOL_FP32);
+    check_close("layernorm_forward stats only, rstd [" + shape + "]", download(rstd, N), ref_rstd, TOL_FP32);
+    const float fwd_ms = time_ms([&] { layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, 0); });
+    report("layernorm_forward", shape, fwd_ms, 2.0 * NC * sizeof(floatX) + 8.0 * N);
+
+    // ---- fused_residual_forward
+    {
+        std::vector<float> h_res(NC);
+        for (size_t i = 0; i < NC; i++) h_res[i] = round_floatX(h_inp[i] + h_inp2[i]);
+        std::vector<double> r_out, r_mean, r_rstd;
+        layernorm_ref(h_res, h_w, h_b, N, C, &r_out, &r_mean, &r_rstd);
+        poison(residual, NC);
+        poison(out, NC);
+        poison(mean, N);
+        poison(rstd, N);
+        fused_residual_forward(residual, out, mean, rstd, inp, inp2, weight, bias, N, C, 0);
+        lab_sync();
+        check_close("fused_residual_forward residual [" + shape + "]", download(residual, NC),
+                    std::vector<double>(h_res.begin(), h_res.end()), TOL_BF16);
+        check_close("fused_residual_forward out [" + shape + "]", download(out, NC), r_out, TOL_BF16);
+        check_close("fused_residual_forward mean [" + shape + "]", download(mean, N), r_mean, TOL_FP32);
+        check_close("fused_residual_forward rstd [" + shape + "]", download(rstd, N), r_rstd, TOL_FP32);
+        const float ms = time_ms([&] { fused_residual_forward(residual, out, mean, rstd, inp, inp2, weight, bias, N, C, 0); });
+        report("fused_residual_forward", shape, ms, 4.0 * NC * sizeof(floatX) + 8.0 * N);
+    }
+
+    // the statistics the recompute and the backward read: the reference's, rounded to fp32
+    std::vector<float> f_mean(ref_mean.begin(), ref_mean.end()), f_rstd(ref_rstd.begin(), ref_rstd.end());
+    upload(mean, f_mean);
+    upload(rstd, f_rstd);
+
+    // ---- layernorm_recompute
+    {
+        std::vector<double> ref((size_t)NC);
+        for (int r = 0; r < N; r++) {
+            for (int c = 0; c < C; c++) {
+                const size_t i = (size_t)r * C + c;
+                ref[i] = ((double)h_inp[i] - f_mean[r]) * f_rstd[r] * h_w[c] + h_b[c];
+            }
+        }
+        poison(out, NC);
+        layernorm_recompute(out, inp, mean, rstd, weight, bias, N, C, 0);
+        lab_sync();
+        check_close("layernorm_recompute out [" + shape + "]", download(out, NC), ref, TOL_BF16);
+        const float ms = time_ms([&] { layernorm_recompute(out, inp, mean, rstd, weight, bias, N, C, 0); });
+        report("layernorm_recompute", shape, ms, 2.0 * NC * sizeof(floatX) + 8.0 * N);
+    }
+
+    // ---- layernorm_backward
+    {
+        floatX* dout = lab_alloc<floatX>(NC);
+        floatX* dinp = lab_alloc<floatX>(NC);
+        floatX* dweight = lab_alloc<floatX>(C);
+        floatX* dbias = lab_alloc<floatX>(C);
+        floatX* dinp0 = lab_alloc<floatX>(NC);
+        floatX* dweight0 = lab_alloc<floatX>(C);
+        floatX* dbias0 = lab_alloc<floatX>(C);
+        floatX* dinp1 = lab_alloc<floatX>(NC);
+        floatX* dweight1 = lab_alloc<floatX>(C);
+        floatX* dbias1 = lab_alloc<floatX>(C);
+        float* scratch = lab_alloc<float>(column_reduce_scratch_floats(N, C));
+        fill_uniform(dout, NC, -1.f, 1.f);
+        fill_uniform(dinp0, NC, -1.f, 1.f);  // all three accumulate (+=)
+        fill_uniform(dweight0, C, -1.f, 1.f);
+        fill_uniform(dbias0, C, -1.f, 1.f);
+        auto restore = [&] {
+            copy_device(dinp, dinp0, NC);
+            copy_device(dweight, dweight0, C);
+            copy_device(dbias, dbias0, C);
+            poison(scratch, column_reduce_scratch_floats(N, C));  // partials must all be written before use
+        };
+        restore();
+        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);
+        lab_sync();
+
+        const std::vector<float> h_dout = download(dout, NC);
+        const std::vector<float> h_dinp0 = download(dinp0, NC);
+        const std::vector<float> h_dw0 = download(dweight0, C), h_db0 = download(dbias0, C);
+        std::vector<double> ref_dinp(NC), ref_dw(h_dw0.begin(), h_dw0.end()), ref_db(h_db0.begin(), h_db0.end());
+        std::vector<double> norm(C), dnorm(C);
+        for (int r = 0; r < N; r++) {
+            double mean_dnorm = 0, mean_dnorm_norm = 0;
+            for (int c = 0; c < C; c++) {
+                const size_t i = (size_t)r * C + c;
+                norm[c] = ((double)h_inp[i] - f_mean[r]) * f_rstd[r];
+                dnorm[c] = (double)h_dout[i] * h_w[c];
+                mean_dnorm += dnorm[c];
+                mean_dnorm_norm += dnorm[c] * norm[c];
+                ref_dw[c] += (double)h_dout[i] * norm[c];
+                ref_db[c] += h_dout[i];
+            }
+            mean_dnorm /= C;
+            mean_dnorm_norm /= C;
+            for (int c = 0; c < C; c++) {
+                const size_t i = (size_t)r * C + c;
+                ref_dinp[i] = h_dinp0[i] + f_rstd[r] * (dnorm[c] - mean_dnorm - norm[c] * mean_dnorm_norm);
+            }
+        }
+        check_close("layernorm_backward dinp += [" + shape + "]", download(dinp, NC), ref_dinp, TOL_BF16);
+        check_close("layernorm_backward dweight += [" + shape + "]", download(dweight, C), ref_dw, TOL_BF16);
+        check_close("layernorm_backward dbias += [" + shape + "]", download(dbias, C), ref_db, TOL_BF16);
+
+        copy_device(dinp1, dinp, NC);
+        copy_device(dweight1, dweight, C);
+        copy_device(dbias1, dbias, C);
+        restore();
+        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);
+        lab_sync();
+        const size_t diff = count_bit_differences(dinp, dinp1, NC) + count_bit_differences(dweight, dweight1, C) +
+                            count_bit_differences(dbias, dbias1, C);
+        check("layernorm_backward deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
+
+        const float ms = time_ms([&] { layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0); });
+        // minimum: read dout, inp, dinp; write dinp (the parameter gradients are small)
+        report("layernorm_backward", shape, ms, 4.0 * NC * sizeof(floatX) + 8.0 * N);
+    }
+}
+
+int main() {
+    lab_init("layernorm");
+    const Shape shapes[] = {
+        {8 * 1024, 768},  // GPT-2 d12, B*T = 8*1024
+        {2048, 1600},     // d48 width
+        {37, 40},         // odd rows (not a multiple of 8 per block), C not a multiple of 256
+    };
+    for (const Shape& s : shapes) run_shape(s);
+    return lab_finish();
+}

@@ -1,0 +1,214 @@
+/*
+ * Lab for llmc/matmul.cuh (cuBLASLt with fused epilogues) at the GPT-2 d12 layer shapes, the LM head and
+ * two odd small shapes, against a CPU reference in double from the same bf16 values:
+ *   matmul_forward   out = inp @ W^T (+ bias)                 poisoned first, every element must be written
+ *                    with GELU fused: pre_gelu = that, out = gelu(pre_gelu)
+ *   matmul_backward  dinp = dout @ W (* gelu'(dgelu_input))   poisoned first
+ *                    dweight += dout^T inp, dbias += column sums of dout   start from random values
+ *                    two runs from the same state must be bitwise equal
+ * At the big shapes the CPU checks sampled rows (forward, dinp) and sampled weight rows (dweight), each
+ * element in full; a GPU scan checks that no element anywhere is NaN/Inf. Times everything and prints
+ * TFLOP/s (forward 2*N*C*OC flops, backward 4*N*C*OC). Exit status 1 if any check fails.
+ */
+#include "llmc/matmul.cuh"
+#include "common.h"
+
+struct Case {
+    const char* name;
+    int N, C, OC;  // inp (N, C), weight (OC, C), out (N, OC)
+    bool bias;
+    bool gelu;   // also check/time the forward with fused GELU
+    bool dgelu;  // also check/time the backward with the dgelu epilogue
+};
+
+static double gelu_ref(double x) {
+    return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+static double gelu_grad_ref(double x) {
+    const double k = std::sqrt(2.0 / M_PI);
+    const double t = std::tanh(k * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+static double dot(const float* a, const float* b, int n) {
+    double s[4] = {0, 0, 0, 0};  // independent chains: the compiler may not reorder one sum
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        for (int k = 0; k < 4; k++) s[k] += (double)a[i + k] * b[i + k];
+    }
+    for (; i < n; i++) s[0] += (double)a[i] * b[i];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// How many rows of a tensor the CPU recomputes: all of them when that fits the budget (multiply-adds),
+// else 8 to 64.
+static int rows_to_check(int total, double budget, double cost_per_row) {
+    if (total * cost_per_row <= budget) return total;
+    return (int)std::max(8.0, std::min(64.0, budget / cost_per_row));
+}
+
+static void run_case(const Case& cs) {
+    const int N = cs.N, C = cs.C, OC = cs.OC;
+    const std::string shape = strfmt("%s N=%d C=%d OC=%d", cs.name, N, C, OC);
+    printf("-- %s%s\n", shape.c_str(), cs.bias ? " +bias" : "");
+    const double fwd_flops = 2.0 * N * C * OC;
+
+    floatX* inp = lab_alloc<floatX>((size_t)N * C);
+    floatX* weight = lab_alloc<floatX>((size_t)OC * C);
+    floatX* bias = cs.bias ? lab_alloc<floatX>(OC) : nullptr;
+    floatX* out = lab_alloc<floatX>((size_t)N * OC);
+    floatX* pre = cs.gelu ? lab_alloc<floatX>((size_t)N * OC) : nullptr;
+    fill_uniform(inp, (size_t)N * C, -1.f, 1.f);
+    const float a = 3.0f / std::sqrt((float)C);  // pre-activations ~ unit variance: GELU's curved part
+    fill_uniform(weight, (size_t)OC * C, -a, a);
+    if (bias) fill_uniform(bias, OC, -0.5f, 0.5f);
+    const std::vector<float> h_inp = download(inp, (size_t)N * C);
+    const std::vector<float> h_w = download(weight, (size_t)OC * C);
+    const std::vector<float> h_bias = bias ? download(bias, OC) : std::vector<float>(OC, 0.f);
+
+    // ---- forward (plain, then with GELU)
+    const std::vector<int> rows_f = sample_rows(N, rows_to_check(N, 2e8, (double)C * OC));
+    const std::string rows_note = rows_f.size() < (size_t)N ? strfmt(", %zu rows", rows_f.size()) : "";
+    std::vector<double> ref_pre(rows_f.size() * OC), ref_gelu(rows_f.size() * OC);
+    for (size_t i = 0; i < rows_f.size(); i++) {
+        for (int o = 0; o < OC; o++) {
+            const double v = h_bias[o] + dot(&h_inp[(size_t)rows_f[i] * C], &h_w[(size_t)o * C], C);
+            ref_pre[i * OC + o] = v;
+            ref_gelu[i * OC + o] = gelu_ref(v);
+        }
+    }
+    for (int with_gelu = 0; with_gelu <= (cs.gelu ? 1 : 0); with_gelu++) {
+        const std::string kernel = std::string("matmul_forward") + (cs.bias ? "+bias" : "") + (with_gelu ? "+gelu" : "");
+        floatX* pre_arg = with_gelu ? pre : nullptr;
+        poison(out, (size_t)N * OC);
+        if (pre_arg) poison(pre, (size_t)N * OC);
+        matmul_forward(out, pre_arg, inp, weight, bias, N, C, OC, 0);
+        lab_sync();
+        if (with_gelu) {
+            check_close(kernel + " pre_gelu [" + shape + rows_note + "]", download_rows(pre, OC, rows_f), ref_pre, TOL_BF16);
+            check_close(kernel + " out [" + shape + rows_note + "]", download_rows(out, OC, rows_f), ref_gelu, TOL_BF16);
+        } else {
+            check_close(kernel + " out [" + shape + rows_note + "]", download_rows(out, OC, rows_f), ref_pre, TOL_BF16);
+        }
+        const size_t bad = count_nonfinite(out, (size_t)N * OC) + (pre_arg ? count_nonfinite(pre, (size_t)N * OC) : 0);
+        check(kernel + " writes every element [" + shape + "]", bad == 0, strfmt("%zu NaN/Inf left", bad));
+        const float ms = time_ms([&] { matmul_forward(out, pre_arg, inp, weight, bias, N, C, OC, 0); });
+        report(kernel, strfmt("%s %dx%dx%d", cs.name, N, C, OC), ms,
+               ((double)N * C + (double)OC * C + (1.0 + with_gelu) * N * OC) * sizeof(floatX), fwd_flops);
+    }
+
+    // ---- backward (plain, then with dgelu)
+    floatX* dout = lab_alloc<floatX>((size_t)N * OC);
+    floatX* dinp = lab_alloc<floatX>((size_t)N * C);
+    floatX* dweight = lab_alloc<floatX>((size_t)OC * C);
+    floatX* dweight0 = lab_alloc<floatX>((size_t)OC * C);
+    floatX* dweight1 = lab_alloc<floatX>((size_t)OC * C);
+    floatX* dinp1 = lab_alloc<floatX>((size_t)N * C);
+    floatX* dbias = cs.bias ? lab_alloc<floatX>(OC) : nullptr;
+    floatX* dbias0 = cs.bias ? lab_alloc<floatX>(OC) : nullptr;
+    floatX* dbias1 = cs.bias ? lab_alloc<floatX>(OC) : nullptr;
+    floatX* dgelu_in = cs.dgelu ? lab_alloc<floatX>((size_t)N * C) : nullptr;
+    const size_t scratch_n = cs.bias ? column_reduce_scratch_floats(N, OC) : 0;
+    float* scratch = cs.bias ? lab_alloc<float>(scratch_n) : nullptr;
+    fill_uniform(dout, (size_t)N * OC, -1.f, 1.f);
+    fill_uniform(dweight0, (size_t)OC * C, -1.f, 1.f);  // parameter gradients accumulate (+=)
+    if (dbias0) fill_uniform(dbias0, OC, -1.f, 1.f);
+    if (dgelu_in) fill_uniform(dgelu_in, (size_t)N * C, -3.f, 3.f);
+    auto restore = [&] {
+        poison(dinp, (size_t)N * C);
+        copy_device(dweight, dweight0, (size_t)OC * C);
+        if (dbias) {
+            copy_device(dbias, dbias0, OC);
+            poison(scratch, scratch_n);
+        }
+    };
+
+    // reference pieces shared by both variants
+    const std::vector<int> rows_b = sample_rows(N, rows_to_check(N, 2e8, (double)C * OC));
+    const std::vector<int> rows_w = sample_rows(OC, rows_to_check(OC, 1e8, (double)N * C));
+    const std::vector<float> h_dout_rows = download_rows(dout, OC, rows_b);
+    const std::vector<float> h_dout_cols = download_cols(dout, N, OC, rows_w);
+    std::vector<double> ref_dinp_lin(rows_b.size() * C, 0.0);  // dout @ W, before dgelu
+    for (size_t i = 0; i < rows_b.size(); i++) {
+        double* acc = &ref_dinp_lin[i * C];
+        for (int o = 0; o < OC; o++) {
+            const double d = h_dout_rows[i * OC + o];
+            const float* w = &h_w[(size_t)o * C];
+            for (int c = 0; c < C; c++) acc[c] += d * w[c];
+        }
+    }
+    const std::vector<float> h_dw0_rows = download_rows(dweight0, C, rows_w);
+    std::vector<double> ref_dw(h_dw0_rows.begin(), h_dw0_rows.end());
+    for (size_t j = 0; j < rows_w.size(); j++) {
+        double* acc = &ref_dw[j * C];
+        for (int n = 0; n < N; n++) {
+            const double d = h_dout_cols[j * N + n];
+            const float* x = &h_inp[(size_t)n * C];
+            for (int c = 0; c < C; c++) acc[c] += d * x[c];
+        }
+    }
+    std::vector<double> ref_db;
+    if (cs.bias) {
+        const std::vector<float> h_db0 = download(dbias0, OC);
+        ref_db.assign(h_db0.begin(), h_db0.end());
+        const std::vector<float> h_dout = download(dout, (size_t)N * OC);
+        for (int n = 0; n < N; n++) {
+            for (int o = 0; o < OC; o++) ref_db[o] += h_dout[(size_t)n * OC + o];
+        }
+    }
+    const std::string brows = rows_b.size() < (size_t)N ? strfmt(", %zu rows", rows_b.size()) : "";
+    const std::string wrows = rows_w.size() < (size_t)OC ? strfmt(", %zu rows", rows_w.size()) : "";
+
+    for (int with_dgelu = 0; with_dgelu <= (cs.dgelu ? 1 : 0); with_dgelu++) {
+        const std::string kernel = std::string("matmul_backward") + (cs.bias ? "+bias" : "") + (with_dgelu ? "+dgelu" : "");
+        const floatX* dg = with_dgelu ? dgelu_in : nullptr;
+        auto launch = [&] { matmul_backward(dinp, dweight, dbias, scratch, dout, inp, weight, dg, N, C, OC, 0); };
+        restore();
+        launch();
+        lab_sync();
+
+        std::vector<double> ref_dinp = ref_dinp_lin;
+        if (with_dgelu) {
+            const std::vector<float> h_dg = download_rows(dgelu_in, C, rows_b);
+            for (size_t i = 0; i < ref_dinp.size(); i++) ref_dinp[i] *= gelu_grad_ref(h_dg[i]);
+        }
+        check_close(kernel + " dinp [" + shape + brows + "]", download_rows(dinp, C, rows_b), ref_dinp, TOL_BF16);
+        check_close(kernel + " dweight += [" + shape + wrows + "]", download_rows(dweight, C, rows_w), ref_dw, TOL_BF16);
+        if (cs.bias) check_close(kernel + " dbias += [" + shape + "]", download(dbias, OC), ref_db, TOL_BF16);
+        const size_t bad = count_nonfinite(dinp, (size_t)N * C) + count_nonfinite(dweight, (size_t)OC * C);
+        check(kernel + " writes every element [" + shape + "]", bad == 0, strfmt("%zu NaN/Inf left", bad));
+
+        copy_device(dinp1, dinp, (size_t)N * C);
+        copy_device(dweight1, dweight, (size_t)OC * C);
+        if (dbias) copy_device(dbias1, dbias, OC);
+        restore();
+        launch();
+        lab_sync();
+        const size_t diff = count_bit_differences(dinp, dinp1, (size_t)N * C) +
+                            count_bit_differences(dweight, dweight1, (size_t)OC * C) +
+                            (dbias ? count_bit_differences(dbias, dbias1, OC) : 0);
+        check(kernel + " deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
+
+        const float ms = time_ms(launch);
+        report(kernel, strfmt("%s %dx%dx%d", cs.name, N, C, OC), ms,
+               ((double)N * OC * (cs.bias ? 2 : 1) + (double)N * C * (with_dgelu ? 3 : 2) + 3.0 * OC * C) * sizeof(floatX),
+               2 * fwd_flops);
+    }
+}
+
+int main() {
+    lab_init("matmul");
+    const int BT = 8 * 1024, C = 768, Vp = 50304;  // GPT-2 d12, B*T = 8*1024
+    const Case cases[] = {
+        {"qkv", BT, C, 3 * C, true, false, false},
+        {"attproj", BT, C, C, true, false, false},
+        {"fc", BT, C, 4 * C, true, true, false},
+        {"fcproj", BT, 4 * C, C, true, false, true},  // its dinp is the fc output gradient: dgelu fused there
+        {"lm_head", BT, C, Vp, false, false, false},
+        {"odd", 37, 40, 72, true, true, true},
+        {"odd_nobias", 37, 40, 72, false, true, true},
+    };
+    for (const Case& cs : cases) run_case(cs);
+    matmul_context_destroy();
+    return lab_finish();
+}
