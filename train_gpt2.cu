@@ -484,6 +484,7 @@ static void setup(Trainer& tr) {
     const int max_b = gpt2_estimate_max_batch(mc, c.T, c.recompute, free_bytes);
     gpt2_allocate_activations(&tr.model, c.B, c.T);
 
+    if (!c.output_dir.empty()) ckpt_make_dir(c.output_dir);
     if (c.resume) tr.start_step = load_checkpoint(tr);
     logger_init(&tr.logger, c.output_dir.empty() ? nullptr : c.output_dir.c_str(), c.process_rank, tr.start_step);
     tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
@@ -530,6 +531,7 @@ static void setup(Trainer& tr) {
         row_s("device", props.name);
         row_s("peak bf16 TFLOP/s", tr.peak.source);
         row_i("processes", c.num_processes);
+        row_s("NCCL", tr.mp.use_nccl ? "communicator up (" + c.init_method + " start-up)" : std::string("not used"));
         printf("+-----------------------+----------------------------------------------------+\n");
         row_i("max_seq_len", mc.max_seq_len);
         row_i("vocab_size", mc.vocab_size);

@@ -3,6 +3,8 @@
  * reduction overlapped with backward on a second stream, ZeRO-1 sharding, and small host-side
  * collectives. Without MULTI_GPU the same API is a single-process stub (every collective a no-op),
  * so the trainer needs no #ifdefs. Any build with num_processes == 1 never creates an NCCL
+ * communicator (unless LLMC_NCCL_SINGLE=1 asks for the full NCCL path with one process, for testing
+ * the start-up and the collectives on one GPU; every collective is then an identity through NCCL):
  * communicator: single-GPU runs do not depend on NCCL, MPI or the network.
  *
  * Start-up, multi_gpu_config_init(num_processes -pn, process_rank -pr, gpus_per_node -pg,
@@ -69,8 +71,9 @@ struct MultiGpuConfig {
     int num_processes;
     int local_device_idx;  // CUDA device this process uses
     int zero_stage;        // 0: replicated optimizer state; 1: optimizer state sharded across ranks
+    bool use_nccl;         // collectives go through NCCL (num_processes > 1, or LLMC_NCCL_SINGLE=1)
 #ifdef MULTI_GPU
-    ncclComm_t nccl_comm;            // null when num_processes == 1
+    ncclComm_t nccl_comm;            // null unless use_nccl
     cudaStream_t nccl_stream;        // all gradient / parameter collectives run here
     cudaEvent_t compute_nccl_sync;   // orders nccl_stream against the compute stream (both ways)
     float* unified_buffer;           // one device float for barrier and cpu_float_sum (host never touches it)
@@ -109,6 +112,12 @@ inline void multi_gpu_check_args_(int num_processes, int process_rank, int gpus_
     if (process_rank < 0 || process_rank >= num_processes) {
         fatal("-pr %d is outside 0..%d (-pn %d)", process_rank, num_processes - 1, num_processes);
     }
+}
+
+// LLMC_NCCL_SINGLE=1: run NCCL even with one process (tests the NCCL path on a single GPU).
+inline bool multi_gpu_force_nccl_() {
+    const char* v = getenv("LLMC_NCCL_SINGLE");
+    return v != nullptr && strcmp(v, "1") == 0;
 }
 
 // Process count announced by an MPI launcher in the environment (1 when not started by one).
@@ -201,7 +210,8 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
                   num_processes, cfg.num_processes);
         }
         cfg.local_device_idx = multi_gpu_mpi_local_rank_(cfg.process_rank, cfg.num_processes);
-        if (cfg.num_processes > 1) {
+        cfg.use_nccl = cfg.num_processes > 1 || multi_gpu_force_nccl_();
+        if (cfg.use_nccl) {
             if (cfg.process_rank == 0) ncclCheck(ncclGetUniqueId(&id));
             mpiCheck(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
         }
@@ -220,7 +230,8 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
         cfg.process_rank = process_rank;
         cfg.num_processes = num_processes;
         cfg.local_device_idx = process_rank % gpus_per_node;
-        if (num_processes > 1) {
+        cfg.use_nccl = num_processes > 1 || multi_gpu_force_nccl_();
+        if (cfg.use_nccl) {
             if (process_rank == 0) ncclCheck(ncclGetUniqueId(&id));
             uint8_t* blob = reinterpret_cast<uint8_t*>(&id);
             double timeout_s = multi_gpu_id_timeout_s_();
@@ -239,7 +250,7 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
               "processes per node, and CUDA_VISIBLE_DEVICES)", cfg.process_rank, cfg.local_device_idx, device_count);
     }
     cudaCheck(cudaSetDevice(cfg.local_device_idx));
-    if (cfg.num_processes > 1) {
+    if (cfg.use_nccl) {
         ncclCheck(ncclCommInitRank(&cfg.nccl_comm, cfg.num_processes, id, cfg.process_rank));
         cudaCheck(cudaStreamCreateWithFlags(&cfg.nccl_stream, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&cfg.compute_nccl_sync, cudaEventDisableTiming));
@@ -249,7 +260,7 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
 }
 
 inline void multi_gpu_config_free(MultiGpuConfig* cfg) {
-    if (cfg->num_processes > 1 && cfg->nccl_comm != nullptr) {
+    if (cfg->use_nccl && cfg->nccl_comm != nullptr) {
         cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
         ncclCheck(ncclCommDestroy(cfg->nccl_comm));
         cudaCheck(cudaStreamDestroy(cfg->nccl_stream));
@@ -269,7 +280,7 @@ inline void multi_gpu_config_free(MultiGpuConfig* cfg) {
 
 // Returns once every rank has called it and this device is idle.
 inline void multi_gpu_barrier(const MultiGpuConfig* cfg) {
-    if (cfg->num_processes > 1) {
+    if (cfg->use_nccl) {
         ncclCheck(ncclAllReduce(cfg->unified_buffer, cfg->unified_buffer, 1, ncclFloat, ncclSum, cfg->nccl_comm,
                                 cfg->nccl_stream));
     }
@@ -278,7 +289,7 @@ inline void multi_gpu_barrier(const MultiGpuConfig* cfg) {
 
 // Sum of `value` over all ranks (blocking; for rare host-side numbers such as the val loss).
 inline float multi_gpu_cpu_float_sum(float value, MultiGpuConfig* cfg) {
-    if (cfg->num_processes == 1) return value;
+    if (!cfg->use_nccl) return value;
     float* buf = cfg->unified_buffer;
     cudaCheck(cudaMemcpyAsync(buf, &value, sizeof(float), cudaMemcpyHostToDevice, cfg->nccl_stream));
     ncclCheck(ncclAllReduce(buf, buf, 1, ncclFloat, ncclSum, cfg->nccl_comm, cfg->nccl_stream));
@@ -295,7 +306,7 @@ inline void multi_gpu_follow_compute_(MultiGpuConfig* cfg, cudaStream_t compute)
 
 template <class T>
 void multi_gpu_async_reduce(T* const* ptrs, const size_t* counts, int n, MultiGpuConfig* cfg, cudaStream_t compute) {
-    if (cfg->num_processes == 1) return;
+    if (!cfg->use_nccl) return;
     if (cfg->zero_stage == 1) {
         // Reduce-scatter writes into the padding; overlapping tensors would corrupt each other.
         for (int i = 0; i < n; i++) {
@@ -326,14 +337,14 @@ void multi_gpu_async_reduce(T* const* ptrs, const size_t* counts, int n, MultiGp
 
 // The compute stream waits for every collective queued so far on nccl_stream.
 inline void multi_gpu_wait(MultiGpuConfig* cfg, cudaStream_t compute) {
-    if (cfg->num_processes == 1) return;
+    if (!cfg->use_nccl) return;
     cudaCheck(cudaEventRecord(cfg->compute_nccl_sync, cfg->nccl_stream));
     cudaCheck(cudaStreamWaitEvent(compute, cfg->compute_nccl_sync, 0));
 }
 
 template <class T>
 void multi_gpu_all_gather(T* const* ptrs, const size_t* counts, int n, MultiGpuConfig* cfg, cudaStream_t compute) {
-    if (cfg->num_processes == 1 || cfg->zero_stage == 0) return;
+    if (!cfg->use_nccl || cfg->zero_stage == 0) return;
     multi_gpu_follow_compute_(cfg, compute);
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < n; i++) {
@@ -345,7 +356,7 @@ void multi_gpu_all_gather(T* const* ptrs, const size_t* counts, int n, MultiGpuC
 }
 
 inline void multi_gpu_all_reduce_f32(float* buf, size_t n, MultiGpuOp op, MultiGpuConfig* cfg, cudaStream_t stream) {
-    if (cfg->num_processes == 1) return;
+    if (!cfg->use_nccl) return;
     ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, op == MultiGpuOp::avg ? ncclAvg : ncclSum, cfg->nccl_comm,
                             stream));
 }
@@ -367,7 +378,8 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
               num_processes > 1 ? "-pn is" : "mpirun started", num_processes > 1 ? num_processes : launched);
     }
     cudaCheck(cudaSetDevice(0));
-    return MultiGpuConfig{0, 1, 0, zero_stage};
+    if (multi_gpu_force_nccl_()) fatal("LLMC_NCCL_SINGLE=1 needs a build with NCCL (this one has NO_MULTI_GPU=1)");
+    return MultiGpuConfig{0, 1, 0, zero_stage, false};
 }
 
 inline void multi_gpu_config_free(MultiGpuConfig*) {}

@@ -59,7 +59,7 @@ for combo in "BF16 0 0 0" "BF16 0 0 1" "BF16 0 1 1" "FP32 0 0 0" "FP32 0 0 1" "F
              "BF16 1 0 0" "BF16 1 1 1"; do
     set -- $combo
     name="build-${1}-cudnn${2}-nomultigpu${3}-nompi${4}"
-    run "$name" make -B train_gpt2cu test_gpt2cu PRECISION=$1 USE_CUDNN=$2 NO_MULTI_GPU=$3 NO_USE_MPI=$4 GPU_COMPUTE_CAPABILITY=90
+    run "$name" make train_gpt2cu test_gpt2cu PRECISION=$1 USE_CUDNN=$2 NO_MULTI_GPU=$3 NO_USE_MPI=$4 GPU_COMPUTE_CAPABILITY=90
 done
 expect_fail build-FP32-cudnn1-refused "cuDNN fused attention is half precision only" make train_gpt2cu PRECISION=FP32 USE_CUDNN=1
 expect_fail build-bad-precision "PRECISION must be BF16 or FP32" make train_gpt2cu PRECISION=FP16
