@@ -24,8 +24,9 @@ the checkpoint and debug-state files the tests read. Files and the step line fol
                                         gradients, and the K losses; "bf16" = weights rounded to bf16, run
                                         under torch.autocast(bfloat16) (CUDA if present, else CPU)
     fp32 loss noise fp32[2]             (max, mean) |losses - losses'| where losses' is the same fp32 training
-                                        with the other attention implementation (SDPA instead of explicit):
-                                        how much the K-step trajectory amplifies fp32 rounding differences
+                                        with the other attention implementation (SDPA instead of explicit), or
+                                        with every weight moved by one ulp (the larger of the two): how much
+                                        the K-step trajectory amplifies fp32 rounding differences
   Everything fp32 is computed in full fp32 (TF32 off, explicit attention, eager mode).
 """
 import os
@@ -153,17 +154,21 @@ class GPT(nn.Module):
         for b in self.h:  # torch < 2.0 has no scaled_dot_product_attention
             b.attn.flash = flash and hasattr(F, "scaled_dot_product_attention")
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, return_logits=True):
         T = idx.size(1)
         x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for block in self.h:
             x = block(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)  # (B, T, Vp)
         loss = None
-        if targets is not None:  # softmax only over the V real columns
-            V = self.cfg.vocab_size
-            loss = F.cross_entropy(logits[..., :V].reshape(-1, V).float(), targets.reshape(-1))
-        return logits, loss
+        if targets is not None:
+            # softmax over the V real columns only: the padded columns are masked to -inf, which keeps
+            # the (B*T, Vp) tensor contiguous (slicing [..., :V] would copy it) and fuses under compile
+            Vp = self.cfg.padded_vocab_size
+            padded = torch.arange(Vp, device=logits.device) >= self.cfg.vocab_size
+            loss = F.cross_entropy(logits.masked_fill(padded, float("-inf")).view(-1, Vp).float(),
+                                   targets.reshape(-1))
+        return (logits if return_logits else None), loss
 
 
 def checkpoint_slots(model):
@@ -384,7 +389,7 @@ def train(model, args, device, num_iterations, log):
             model.eval()
             val_loader.reset()
             with torch.no_grad(), autocast_ctx(device, args.dtype):
-                vl = sum(fwd(*(t.to(device) for t in val_loader.next_batch()))[1].item()
+                vl = sum(fwd(*(t.to(device) for t in val_loader.next_batch()), return_logits=False)[1].item()
                          for _ in range(args.val_max_steps)) / args.val_max_steps
             print(f"val loss {vl:f}")
             log(f"s:{step} tel:{vl:.4f}")
@@ -397,7 +402,7 @@ def train(model, args, device, num_iterations, log):
         for _ in range(grad_accum):
             x, y = (t.to(device) for t in train_loader.next_batch())
             with autocast_ctx(device, args.dtype):
-                _, loss = fwd(x, y)
+                _, loss = fwd(x, y, return_logits=False)  # no (B, T, Vp) output to keep alive
             loss = loss / grad_accum  # mean over every token of every micro-step
             loss_sum += loss.detach()
             loss.backward()
@@ -485,8 +490,15 @@ def write_reference(model, args, device):
             if tried[-1][0]:
                 break
         *_, args.test_lr, losses = max(tried, key=lambda t: t[:3])
+    # fp32 loss noise: how far two fp32 runs that differ only by rounding drift apart over K steps
+    # (Adam turns tiny gradient differences into lr-sized steps). Two probes: the other attention
+    # implementation, and every weight moved by one ulp in a random direction. The larger counts.
     losses_alt = train_same_batch(fresh(flat, True), x, y, K, args.test_lr, "float32", device)
-    noise = deviation(losses_alt, losses)
+    ulp_rng = np.random.default_rng(1234)
+    flat_ulp = np.nextafter(flat.astype(np.float32), np.where(ulp_rng.random(flat.size) < 0.5, -np.inf, np.inf)
+                            .astype(np.float32))
+    losses_ulp = train_same_batch(fresh(flat_ulp, False), x, y, K, args.test_lr, "float32", device)
+    noise = max(deviation(losses_alt, losses), deviation(losses_ulp, losses))
     flat16 = bf16_to_f32(bf16_rne(flat))
     logits16, _, grads16 = fwd_bwd(fresh(flat16, bool(args.flash)), x, y, "bfloat16", device)
     losses16 = train_same_batch(fresh(flat16, bool(args.flash)), x, y, K, args.test_lr, "bfloat16", device)
@@ -506,7 +518,9 @@ def write_reference(model, args, device):
     print(f"wrote {prefix}.bin, {prefix}_bf16.bin, {prefix}_debug_state.bin (B={B} T={T} K={K} lr={args.test_lr:g})")
     print("bf16 autocast vs fp32:  " + "  ".join(f"{n} {mx:.2e}/{mn:.2e}" for n, (mx, mn) in zip(names, devs)))
     print("expected losses: " + " ".join(f"{v:.6f}" for v in losses))
-    print("fp32 with SDPA:  " + " ".join(f"{v:.6f}" for v in losses_alt) + f"  (noise max {noise[0]:.2e} mean {noise[1]:.2e})")
+    print("fp32 with SDPA:  " + " ".join(f"{v:.6f}" for v in losses_alt))
+    print("fp32 weights+-1ulp: " + " ".join(f"{v:.6f}" for v in losses_ulp) +
+          f"  (fp32 loss noise max {noise[0]:.2e} mean {noise[1]:.2e})")
     drop = 1.0 - losses[-1] / losses[0]
     print(f"loss drop over {K} steps: {100 * drop:.1f}%" + ("" if drop >= 0.3 else "  WARNING: below 30%"))
 

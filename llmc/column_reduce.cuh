@@ -1,13 +1,13 @@
 /*
- * Deterministic column reductions over a (N, OC) row-major matrix, the shared core of every
- * parameter-gradient reduction over the batch that is not a matmul:
- *   bias gradient:        dbias(OC) += sum_r dout[r, :]                          (+=)
- *   LayerNorm gradients:  dw(C) += sum_r dout[r,:] * norm[r,:],  db(C) += sum_r dout[r,:]   (+=)
+ * Deterministic column reductions over a (N, OC) row-major matrix:
+ *   bias_backward:  dbias(OC) += sum_r dout[r, :]                                      (+=)
+ *   column_finish:  out(OC) += sum over chunks of partial(chunks, OC), in chunk order    (+=)
+ *                   (also the last step of the LayerNorm parameter gradients)
  *
- * Two launches, no atomics: (1) a grid of (column block, row chunk) blocks writes fp32 partial sums
- * to scratch (num_row_chunks, OC); (2) one thread per column adds the partials in chunk order and
- * accumulates into the floatX gradient. The number of row chunks depends only on the shape and the
- * SM count, so results are bitwise reproducible on a given GPU.
+ * No atomics: (1) a grid of (column block, row chunk) blocks writes fp32 partial sums to scratch
+ * (num_row_chunks, OC); (2) one thread per column adds the partials in chunk order and accumulates
+ * into the floatX gradient. The number of row chunks depends only on the shape and the SM count, so
+ * results are bitwise reproducible on a given GPU.
  */
 #pragma once
 
@@ -28,13 +28,9 @@ inline int column_reduce_row_chunks(int N, int OC) {
 // ----------------------------------------------------------------------------
 // kernels
 
-// Partial sums of dout (and, when WithNorm, of dout * (inp - mean) * rstd) over a chunk of rows.
-template <bool WithNorm>
-__global__ void column_partial_sums_kernel(float* partial_db, float* partial_dw, const floatX* dout,
-                                           const floatX* inp, const float* mean, const float* rstd,
-                                           int N, int OC) {
-    __shared__ float smem_db[COLUMN_REDUCE_WARPS][COLUMN_REDUCE_COLS];
-    __shared__ float smem_dw[WithNorm ? COLUMN_REDUCE_WARPS : 1][COLUMN_REDUCE_COLS];
+// Partial sums of dout over a chunk of rows: partial(blockIdx.y, columns of this block).
+__global__ void column_partial_sums_kernel(float* partial, const floatX* dout, int N, int OC) {
+    __shared__ float smem[COLUMN_REDUCE_WARPS][COLUMN_REDUCE_COLS];
     const int warp = threadIdx.x / WARP_SIZE;
     const int lane = threadIdx.x % WARP_SIZE;
     const int col0 = blockIdx.x * COLUMN_REDUCE_COLS + lane * x128::size;
@@ -42,35 +38,23 @@ __global__ void column_partial_sums_kernel(float* partial_db, float* partial_dw,
     const int row_begin = blockIdx.y * rows_per_chunk;
     const int row_end = min(N, row_begin + rows_per_chunk);
 
-    float db[x128::size] = {};
-    float dw[x128::size] = {};
+    float sum[x128::size] = {};
     if (col0 < OC) {
+#pragma unroll 4  // several 16-byte loads in flight per warp: one alone leaves the memory system idle
         for (int r = row_begin + warp; r < row_end; r += COLUMN_REDUCE_WARPS) {
             x128 d = load128(dout + (size_t)r * OC + col0);
-            for (int k = 0; k < x128::size; k++) db[k] += (float)d[k];
-            if constexpr (WithNorm) {
-                x128 x = load128(inp + (size_t)r * OC + col0);
-                const float m = mean[r], s = rstd[r];
-                for (int k = 0; k < x128::size; k++) dw[k] += (float)d[k] * (((float)x[k] - m) * s);
-            }
+            for (int k = 0; k < x128::size; k++) sum[k] += (float)d[k];
         }
     }
-    for (int k = 0; k < x128::size; k++) {
-        smem_db[warp][lane * x128::size + k] = db[k];
-        if constexpr (WithNorm) smem_dw[warp][lane * x128::size + k] = dw[k];
-    }
+    for (int k = 0; k < x128::size; k++) smem[warp][lane * x128::size + k] = sum[k];
     __syncthreads();
     // fixed-order sum over warps, one column per thread
     for (int c = threadIdx.x; c < COLUMN_REDUCE_COLS; c += blockDim.x) {
         const int col = blockIdx.x * COLUMN_REDUCE_COLS + c;
         if (col >= OC) continue;
-        float sb = 0.f, sw = 0.f;
-        for (int w = 0; w < COLUMN_REDUCE_WARPS; w++) {
-            sb += smem_db[w][c];
-            if constexpr (WithNorm) sw += smem_dw[w][c];
-        }
-        partial_db[(size_t)blockIdx.y * OC + col] = sb;
-        if constexpr (WithNorm) partial_dw[(size_t)blockIdx.y * OC + col] = sw;
+        float total = 0.f;
+        for (int w = 0; w < COLUMN_REDUCE_WARPS; w++) total += smem[w][c];
+        partial[(size_t)blockIdx.y * OC + col] = total;
     }
 }
 
@@ -85,8 +69,14 @@ __global__ void column_finish_kernel(floatX* out, const float* partial, int chun
 // ----------------------------------------------------------------------------
 // launchers
 
+// out(OC) += sum over the `chunks` rows of partial (chunks, OC), in row order.
+inline void column_finish(floatX* out, const float* partial, int chunks, int OC, cudaStream_t stream) {
+    column_finish_kernel<<<ceil_div(OC, 256), 256, 0, stream>>>(out, partial, chunks, OC);
+    cudaCheckLaunch();
+}
+
 inline size_t column_reduce_scratch_floats(int N, int OC) {
-    return (size_t)2 * column_reduce_row_chunks(N, OC) * OC;
+    return (size_t)column_reduce_row_chunks(N, OC) * OC;
 }
 
 // dbias(OC) += column sums of dout(N, OC). scratch: column_reduce_scratch_floats(N, OC) floats.
@@ -94,28 +84,7 @@ inline void bias_backward(floatX* dbias, const floatX* dout, float* scratch, int
     if (OC % x128::size != 0) fatal("bias_backward: OC=%d must be a multiple of %d", OC, x128::size);
     const int chunks = column_reduce_row_chunks(N, OC);
     dim3 grid(ceil_div(OC, COLUMN_REDUCE_COLS), chunks);
-    column_partial_sums_kernel<false><<<grid, COLUMN_REDUCE_WARPS * WARP_SIZE, 0, stream>>>(
-        scratch, nullptr, dout, nullptr, nullptr, nullptr, N, OC);
+    column_partial_sums_kernel<<<grid, COLUMN_REDUCE_WARPS * WARP_SIZE, 0, stream>>>(scratch, dout, N, OC);
     cudaCheckLaunch();
-    column_finish_kernel<<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, scratch, chunks, OC);
-    cudaCheckLaunch();
-}
-
-// LayerNorm parameter gradients: dweight += sum dout*norm, dbias += sum dout, norm recomputed
-// from inp, mean, rstd.
-inline void layernorm_param_backward(floatX* dweight, floatX* dbias, const floatX* dout, const floatX* inp,
-                                     const float* mean, const float* rstd, float* scratch, int N, int C,
-                                     cudaStream_t stream) {
-    if (C % x128::size != 0) fatal("layernorm_backward: C=%d must be a multiple of %d", C, x128::size);
-    const int chunks = column_reduce_row_chunks(N, C);
-    float* partial_db = scratch;
-    float* partial_dw = scratch + (size_t)chunks * C;
-    dim3 grid(ceil_div(C, COLUMN_REDUCE_COLS), chunks);
-    column_partial_sums_kernel<true><<<grid, COLUMN_REDUCE_WARPS * WARP_SIZE, 0, stream>>>(
-        partial_db, partial_dw, dout, inp, mean, rstd, N, C);
-    cudaCheckLaunch();
-    column_finish_kernel<<<ceil_div(C, 256), 256, 0, stream>>>(dbias, partial_db, chunks, C);
-    cudaCheckLaunch();
-    column_finish_kernel<<<ceil_div(C, 256), 256, 0, stream>>>(dweight, partial_dw, chunks, C);
-    cudaCheckLaunch();
+    column_finish(dbias, scratch, chunks, OC, stream);
 }

@@ -6,8 +6,9 @@
  *           dwpe(maxT,C) += sum over b of dout[b,t]                                (dwpe +=)
  *
  * The backward is deterministic and uses no float atomics: the host (which has the tokens anyway)
- * groups the positions of each distinct token (a counting sort, CSR layout); one block then sums one
- * token's positions in a fixed order in fp32 and does a single read-modify-write of that wte row.
+ * groups the positions of each distinct token (a counting sort, CSR layout) while the forward pass
+ * runs on the GPU; one block then sums one token's positions in a fixed order in fp32 and does a
+ * single read-modify-write of that wte row.
  * In bf16 the row update uses stochastic rounding so small gradients accumulated over micro-steps
  * are not rounded away.
  */
@@ -80,6 +81,7 @@ struct EncoderBackwardWorkspace {
     int* device_buf = nullptr;  // same layout on the device
     std::vector<int> counts;    // per vocab entry, host scratch
     int capacity_bt = 0;
+    int num_buckets = 0;        // distinct tokens of the prepared batch
 };
 
 inline void encoder_backward_workspace_init(EncoderBackwardWorkspace* ws, int BT, int Vp) {
@@ -108,18 +110,13 @@ inline void encoder_forward(floatX* out, const int* inp, const floatX* wte, cons
     cudaCheckLaunch();
 }
 
-// inputs_host: the same B*T tokens that went to the forward (host copy). Synchronizes the stream
-// before reusing the pinned staging buffer, so call it once per micro-step.
-inline void encoder_backward(floatX* dwte, floatX* dwpe, EncoderBackwardWorkspace* ws, const floatX* dout,
-                             const int* inputs_host, int B, int T, int C, uint32_t seed, cudaStream_t stream) {
-    const int BT = B * T;
+// Host side of the backward, done while the forward runs (the tokens are known then): groups the
+// positions of each distinct token (counting sort, stable) into the pinned buffer and starts its
+// copy to the device on `stream`. Call after the previous micro-step's backward was queued and the
+// stream synchronized (gpt2_forward does both), so the pinned buffer is free to reuse.
+inline void encoder_backward_prepare(EncoderBackwardWorkspace* ws, const int* inputs_host, int BT,
+                                     cudaStream_t stream) {
     if (BT > ws->capacity_bt) fatal("encoder_backward: B*T=%d exceeds workspace %d", BT, ws->capacity_bt);
-    const int wpe_block = 256;
-    wpe_backward_kernel<<<ceil_div((long)T * C, (long)wpe_block * x128::size), wpe_block, 0, stream>>>(dwpe, dout, B, T, C, seed);
-    cudaCheckLaunch();
-
-    // counting sort of positions by token (stable: positions ascending within a token)
-    cudaCheck(cudaStreamSynchronize(stream));  // previous micro-step's copy of host_buf must be done
     int* tokens = ws->host_buf;
     std::vector<int>& counts = ws->counts;
     int num_buckets = 0;
@@ -135,9 +132,18 @@ inline void encoder_backward(floatX* dwte, floatX* dwpe, EncoderBackwardWorkspac
     }
     for (int i = 0; i < BT; i++) positions[counts[inputs_host[i]]++] = i;
     for (int b = 0; b < num_buckets; b++) counts[tokens[b]] = 0;  // reset for the next call
-
+    ws->num_buckets = num_buckets;
     const size_t n = (size_t)2 * num_buckets + 1 + BT;
     cudaCheck(cudaMemcpyAsync(ws->device_buf, ws->host_buf, n * sizeof(int), cudaMemcpyHostToDevice, stream));
+}
+
+// Needs encoder_backward_prepare for the same tokens earlier on the same stream.
+inline void encoder_backward(floatX* dwte, floatX* dwpe, const EncoderBackwardWorkspace* ws, const floatX* dout,
+                             int B, int T, int C, uint32_t seed, cudaStream_t stream) {
+    const int wpe_block = 256;
+    wpe_backward_kernel<<<ceil_div((long)T * C, (long)wpe_block * x128::size), wpe_block, 0, stream>>>(dwpe, dout, B, T, C, seed);
+    cudaCheckLaunch();
+    const int num_buckets = ws->num_buckets;
     const int* d_tokens = ws->device_buf;
     const int* d_offsets = d_tokens + num_buckets;
     const int* d_positions = d_offsets + num_buckets + 1;

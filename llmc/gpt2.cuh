@@ -201,6 +201,7 @@ inline size_t gpt2_scratch_floats(const GPT2Config& cfg, int B, int T) {
     const int BT = B * T, C = cfg.channels;
     size_t reduce = 0;
     for (int oc : {C, 3 * C, 4 * C}) reduce = std::max(reduce, column_reduce_scratch_floats(BT, oc));
+    reduce = std::max(reduce, layernorm_backward_scratch_floats(BT, C));
     const size_t att = (size_t)B * cfg.num_heads * T;
     return std::max(reduce, att) + GLOBAL_NORM_BLOCKS + 64;
 }
@@ -424,6 +425,7 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     }
 
     encoder_forward(a.encoded, model->inputs, p.wte, p.wpe, B, T, C, s);
+    if (for_training) encoder_backward_prepare(&model->enc_ws, model->inputs_host, BT, s);
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C, s);
     for (int l = 0; l < L; l++) {
         const LayerView w = gpt2_layer_params(p, cfg, l);
@@ -572,7 +574,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         }
     }
     const uint32_t seed = random_u32(&model->rng_state);
-    encoder_backward(g.wte, g.wpe, &model->enc_ws, dresidual, model->inputs_host, B, T, C, seed, s);
+    encoder_backward(g.wte, g.wpe, &model->enc_ws, dresidual, B, T, C, seed, s);
     if (last_micro_step && model->mp->zero_stage == 0) {
         floatX* rest[] = {g.wte, g.wpe, g.lnfw, g.lnfb};
         const size_t counts[] = {model->param_sizes[0], model->param_sizes[1], model->param_sizes[14], model->param_sizes[15]};

@@ -5,7 +5,8 @@
  *                         out may be nullptr: only mean/rstd are produced (recompute level 2).
  * fused_residual_forward: residual(N,C) = inp1 + inp2 (residual =), then LayerNorm of residual as above.
  * layernorm_backward:     dinp(N,C) += dL/dinp                                    (dinp +=, the residual stream)
- *                         dweight(C) += ..., dbias(C) += ...                      (parameter grads +=)
+ *                         dweight(C) += sum dout*norm, dbias(C) += sum dout       (parameter grads +=)
+ *                         one pass over the rows; deterministic per-block partial sums, no atomics
  * Statistics and all arithmetic in fp32; one warp per row.
  */
 #pragma once
@@ -80,35 +81,64 @@ __global__ void layernorm_recompute_kernel(floatX* out, const floatX* inp, const
     store128(out + idx, o);
 }
 
-// dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dout * weight. Warp per row.
-__global__ void layernorm_backward_input_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
-                                                const floatX* weight, const float* mean, const float* rstd,
-                                                int N, int C) {
+// LayerNorm backward in one pass over the rows. Warp per row:
+//   dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)),  dnorm = dout * weight
+// and the parameter gradients' per-block partial sums: each warp accumulates dout * norm and dout for
+// its rows into its own shared-memory copy of (C) floats, each lane only ever touching its own
+// channels (no atomics); the block then adds its warps' copies in a fixed order and writes
+// partial_dw / partial_db (gridDim.x, C). column_finish_kernel adds the blocks in order.
+__global__ void layernorm_backward_kernel(floatX* dinp, float* partial_dw, float* partial_db, const floatX* dout,
+                                          const floatX* inp, const floatX* weight, const float* mean,
+                                          const float* rstd, int N, int C) {
+    extern __shared__ float smem[];  // (warps, 2, C): dw then db per warp
     const int lane = threadIdx.x % WARP_SIZE;
-    const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    if (row >= N) return;
-    const size_t off = (size_t)row * C;
-    const float m = mean[row], s = rstd[row];
-    float sum_dnorm = 0.f, sum_dnorm_norm = 0.f;
-    for (int c = lane * x128::size; c < C; c += WARP_SIZE * x128::size) {
-        x128 d = load128(dout + off + c), x = load128(inp + off + c), w = load128(weight + c);
-        for (int k = 0; k < x128::size; k++) {
-            const float dn = (float)d[k] * (float)w[k];
-            sum_dnorm += dn;
-            sum_dnorm_norm += dn * (((float)x[k] - m) * s);
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int num_warps = blockDim.x / WARP_SIZE;
+    float* my_dw = smem + (size_t)warp * 2 * C;
+    float* my_db = my_dw + C;
+    // zero this warp's copy; lanes then accumulate only into their own channels, so a warp barrier suffices
+    for (int c = lane; c < 2 * C; c += WARP_SIZE) my_dw[c] = 0.0f;
+    __syncwarp();
+    const int rows_per_block = ceil_div(N, gridDim.x);
+    const int row_begin = blockIdx.x * rows_per_block;
+    const int row_end = min(N, row_begin + rows_per_block);
+    for (int row = row_begin + warp; row < row_end; row += num_warps) {
+        const size_t off = (size_t)row * C;
+        const float m = mean[row], s = rstd[row];
+        float sum_dnorm = 0.f, sum_dnorm_norm = 0.f;
+        for (int c = lane * x128::size; c < C; c += WARP_SIZE * x128::size) {
+            x128 d = load128(dout + off + c), x = load128(inp + off + c), w = load128(weight + c);
+            for (int k = 0; k < x128::size; k++) {
+                const float norm = ((float)x[k] - m) * s;
+                const float dn = (float)d[k] * (float)w[k];
+                sum_dnorm += dn;
+                sum_dnorm_norm += dn * norm;
+                my_dw[c + k] += (float)d[k] * norm;
+                my_db[c + k] += (float)d[k];
+            }
+        }
+        const float mean_dnorm = warp_reduce_sum(sum_dnorm) / C;
+        const float mean_dnorm_norm = warp_reduce_sum(sum_dnorm_norm) / C;
+        for (int c = lane * x128::size; c < C; c += WARP_SIZE * x128::size) {
+            x128 d = load128(dout + off + c), x = load128(inp + off + c), w = load128(weight + c);
+            x128 g = load128(dinp + off + c);
+            for (int k = 0; k < x128::size; k++) {
+                const float norm = ((float)x[k] - m) * s;
+                const float dn = (float)d[k] * (float)w[k];
+                g[k] = (floatX)((float)g[k] + s * (dn - mean_dnorm - norm * mean_dnorm_norm));
+            }
+            store128(dinp + off + c, g);
         }
     }
-    const float mean_dnorm = warp_reduce_sum(sum_dnorm) / C;
-    const float mean_dnorm_norm = warp_reduce_sum(sum_dnorm_norm) / C;
-    for (int c = lane * x128::size; c < C; c += WARP_SIZE * x128::size) {
-        x128 d = load128(dout + off + c), x = load128(inp + off + c), w = load128(weight + c);
-        x128 g = load128(dinp + off + c);
-        for (int k = 0; k < x128::size; k++) {
-            const float norm = ((float)x[k] - m) * s;
-            const float dn = (float)d[k] * (float)w[k];
-            g[k] = (floatX)((float)g[k] + s * (dn - mean_dnorm - norm * mean_dnorm_norm));
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float dw = 0.f, db = 0.f;
+        for (int w = 0; w < num_warps; w++) {  // fixed order: deterministic
+            dw += smem[(size_t)w * 2 * C + c];
+            db += smem[(size_t)w * 2 * C + C + c];
         }
-        store128(dinp + off + c, g);
+        partial_dw[(size_t)blockIdx.x * C + c] = dw;
+        partial_db[(size_t)blockIdx.x * C + c] = db;
     }
 }
 
@@ -144,13 +174,35 @@ inline void layernorm_recompute(floatX* out, const floatX* inp, const float* mea
     cudaCheckLaunch();
 }
 
-// scratch: column_reduce_scratch_floats(N, C) floats.
+// Shape of the backward's grid: blocks of LAYERNORM_BWD_WARPS warps, about two blocks per SM (a
+// function of N and the SM count only, so results are reproducible on a given GPU).
+constexpr int LAYERNORM_BWD_WARPS = 8;  // 4 and 16 gave no gain in the lab; shared memory = 64 C bytes
+
+inline int layernorm_backward_blocks(int N) {
+    const int blocks = 2 * device_props().multiProcessorCount;
+    const int max_blocks = ceil_div(N, LAYERNORM_BWD_WARPS);  // at least one row per warp
+    return blocks < max_blocks ? blocks : max_blocks;
+}
+
+inline size_t layernorm_backward_scratch_floats(int N, int C) { return (size_t)2 * layernorm_backward_blocks(N) * C; }
+
+// scratch: layernorm_backward_scratch_floats(N, C) floats.
 inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                                const floatX* inp, const floatX* weight, const float* mean, const float* rstd,
                                int N, int C, cudaStream_t stream) {
-    const int rows_per_block = LAYERNORM_BLOCK / WARP_SIZE;
-    layernorm_backward_input_kernel<<<ceil_div(N, rows_per_block), LAYERNORM_BLOCK, 0, stream>>>(
-        dinp, dout, inp, weight, mean, rstd, N, C);
+    if (C % x128::size != 0) fatal("layernorm_backward: C=%d must be a multiple of %d", C, x128::size);
+    const int blocks = layernorm_backward_blocks(N);
+    const size_t smem = (size_t)LAYERNORM_BWD_WARPS * 2 * C * sizeof(float);
+    static size_t smem_enabled = 48 * 1024;  // the default limit; raised once for wide models
+    if (smem > smem_enabled) {
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        smem_enabled = smem;
+    }
+    float* partial_dw = scratch;
+    float* partial_db = scratch + (size_t)blocks * C;
+    layernorm_backward_kernel<<<blocks, LAYERNORM_BWD_WARPS * WARP_SIZE, smem, stream>>>(
+        dinp, partial_dw, partial_db, dout, inp, weight, mean, rstd, N, C);
     cudaCheckLaunch();
-    layernorm_param_backward(dweight, dbias, dout, inp, mean, rstd, scratch, N, C, stream);
+    column_finish(dweight, partial_dw, blocks, C, stream);
+    column_finish(dbias, partial_db, blocks, C, stream);
 }

@@ -335,7 +335,7 @@ struct DebugState {
     std::vector<float> bf16_max_dev;      // (DEBUG_NUM_DEVIATIONS) max |bf16 - fp32|
     std::vector<float> bf16_mean_dev;     // (DEBUG_NUM_DEVIATIONS) mean |bf16 - fp32|
     bool has_fp32_loss_noise;             // the two numbers below are filled (header slot 9)
-    float fp32_loss_noise_max, fp32_loss_noise_mean;  // |fp32 losses - fp32 losses with another attention|
+    float fp32_loss_noise_max, fp32_loss_noise_mean;  // |fp32 losses - fp32 losses of a run differing by rounding|
 };
 
 inline DebugState debug_state_read(const char* path, const GPT2Config& cfg) {

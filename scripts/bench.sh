@@ -4,14 +4,17 @@
 # model and batch. Prints ms/step (median after warm-up), tokens/s, MFU, peak GPU memory (the
 # process's own, read by nvidia-smi, the same way for every program) and ratios to PyTorch.
 #
-# Usage: scripts/bench.sh [-e d12] [-b 64] [-t 1024] [-n 40] [-r 1] [-w 10] [--no-torch] [--only cudnn|nocudnn]
+# Usage: scripts/bench.sh [-e d12] [-b 64] [-t 1024] [-n 40] [-r 1] [-ge 0] [-w 10] [--no-torch] [--only cudnn|nocudnn]
+#        [--configs "R:GE R:GE ..."]   several recompute:gelu-fusion settings of train_gpt2cu in one run
 set -uo pipefail
 cd "$(dirname "$0")/.."
-MODEL=d12; B=64; T=1024; STEPS=40; WARM=10; RECOMPUTE=1; TORCH=1; ONLY=""
+ARGS="$*"
+MODEL=d12; B=64; T=1024; STEPS=40; WARM=10; RECOMPUTE=1; GELU=0; TORCH=1; ONLY=""; CONFIGS=""
 while [ $# -gt 0 ]; do
     case "$1" in
         -e) MODEL=$2; shift 2;; -b) B=$2; shift 2;; -t) T=$2; shift 2;; -n) STEPS=$2; shift 2;;
-        -r) RECOMPUTE=$2; shift 2;; -w) WARM=$2; shift 2;; --no-torch) TORCH=0; shift;;
+        -r) RECOMPUTE=$2; shift 2;; -ge) GELU=$2; shift 2;; -w) WARM=$2; shift 2;; --no-torch) TORCH=0; shift;;
+        --configs) CONFIGS=$2; shift 2;;
         --only) ONLY=$2; shift 2;;
         *) echo "unknown argument $1"; exit 1;;
     esac
@@ -50,14 +53,18 @@ run_one() {  # name, command...
 }
 
 : > "$OUTDIR/results.txt"
-COMMON="-e $MODEL -b $B -t $T -x $STEPS -r $RECOMPUTE -v 0 -s 0 -i $TS/tiny_shakespeare_train.bin"
+CONFIGS=${CONFIGS:-"$RECOMPUTE:$GELU"}
+COMMON="-e $MODEL -b $B -t $T -x $STEPS -v 0 -s 0 -i $TS/tiny_shakespeare_train.bin"
 for cudnn in 1 0; do
     [ "$ONLY" = cudnn ] && [ $cudnn = 0 ] && continue
     [ "$ONLY" = nocudnn ] && [ $cudnn = 1 ] && continue
-    name=$([ $cudnn = 1 ] && echo "train_gpt2cu-cudnn" || echo "train_gpt2cu-attention.cuh")
+    impl=$([ $cudnn = 1 ] && echo "cudnn" || echo "attention.cuh")
     make -j"$JOBS" train_gpt2cu USE_CUDNN=$cudnn > "$OUTDIR/build_cudnn$cudnn.log" 2>&1 || { echo "build USE_CUDNN=$cudnn failed"; tail -20 "$OUTDIR/build_cudnn$cudnn.log"; continue; }
     cp train_gpt2cu "$OUTDIR/train_gpt2cu_cudnn$cudnn"
-    run_one "$name" "$OUTDIR/train_gpt2cu_cudnn$cudnn" $COMMON
+    for cfg in $CONFIGS; do
+        r=${cfg%:*}; ge=${cfg#*:}
+        run_one "ours-$impl-r$r-ge$ge" "$OUTDIR/train_gpt2cu_cudnn$cudnn" $COMMON -r "$r" -ge "$ge"
+    done
 done
 if [ "$TORCH" = 1 ]; then
     run_one "pytorch-compile" python3 train_gpt2.py -e "$MODEL" -b "$B" -t "$T" -x "$STEPS" -v 0 --compile 1 \
@@ -66,8 +73,9 @@ fi
 
 tokens=$((B * T))
 echo
+echo "scripts/bench.sh $ARGS"
 echo "GPT-2 $MODEL, B=$B, T=$T, bf16, $STEPS steps, median over steps after $WARM warm-up steps"
-printf "%-28s %10s %12s %8s %12s %10s %10s\n" program ms/step tokens/s MFU "peak GiB" "speed x" "memory x"
+printf "%-30s %10s %12s %8s %12s %10s %10s\n" program ms/step tokens/s MFU "peak GiB" "speed x" "memory x"
 torch_ms=$(awk '$1 == "pytorch-compile" { print $2 }' "$OUTDIR/results.txt")
 torch_mem=$(awk '$1 == "pytorch-compile" { print $3 }' "$OUTDIR/results.txt")
 while read -r name ms mem mfu; do
@@ -75,6 +83,6 @@ while read -r name ms mem mfu; do
         tps = (ms > 0) ? tok / (ms / 1000) : 0
         sp = (tms > 0 && ms > 0) ? sprintf("%.2f", tms / ms) : "-"
         mr = (tmem > 0 && mem > 0) ? sprintf("%.2f", mem / tmem) : "-"
-        printf "%-28s %10.1f %12.0f %7s%% %12.1f %10s %10s\n", n, ms, tps, (mfu == "" ? "-" : mfu), mem / 1024, sp, mr }'
+        printf "%-30s %10.1f %12.0f %7s%% %12.1f %10s %10s\n", n, ms, tps, (mfu == "" ? "-" : mfu), mem / 1024, sp, mr }'
 done < "$OUTDIR/results.txt"
 echo "(speed x = PyTorch ms / ms; memory x = peak / PyTorch peak; peak = nvidia-smi used_memory, CUDA context included)"

@@ -3,7 +3,7 @@
  *   layernorm_forward       out =, mean/rstd = (also with out == nullptr: statistics only)
  *   fused_residual_forward  residual = inp1 + inp2 (rounded to bf16 first, as the header says), then LN
  *   layernorm_recompute     out = from saved mean/rstd
- *   layernorm_backward      dinp +=, dweight +=, dbias += (through llmc/column_reduce.cuh), deterministic
+ *   layernorm_backward      dinp +=, dweight +=, dbias += (per-block partials + llmc/column_reduce.cuh), deterministic
  * Outputs that are overwritten are poisoned first; accumulated ones start from random values. The
  * backward runs twice from the same state and must be bitwise equal. Exit status 1 if any check fails.
  */
@@ -133,7 +133,7 @@ static void run_shape(const Shape& s) {
         floatX* dinp1 = lab_alloc<floatX>(NC);
         floatX* dweight1 = lab_alloc<floatX>(C);
         floatX* dbias1 = lab_alloc<floatX>(C);
-        float* scratch = lab_alloc<float>(column_reduce_scratch_floats(N, C));
+        float* scratch = lab_alloc<float>(layernorm_backward_scratch_floats(N, C));
         fill_uniform(dout, NC, -1.f, 1.f);
         fill_uniform(dinp0, NC, -1.f, 1.f);  // all three accumulate (+=)
         fill_uniform(dweight0, C, -1.f, 1.f);
@@ -142,7 +142,7 @@ static void run_shape(const Shape& s) {
             copy_device(dinp, dinp0, NC);
             copy_device(dweight, dweight0, C);
             copy_device(dbias, dbias0, C);
-            poison(scratch, column_reduce_scratch_floats(N, C));  // partials must all be written before use
+            poison(scratch, layernorm_backward_scratch_floats(N, C));  // partials must all be written before use
         };
         restore();
         layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);
