@@ -3,7 +3,8 @@
  *   adamw_update with fp32 master weights: m, v, master against the reference; every bf16 parameter is
  *     one of the two bf16 neighbours of its new master value, and the fraction rounded up matches the
  *     dropped fraction (z-score < 5): stochastic rounding is unbiased on real data
- *   adamw_update without master weights: m, v; parameters within one bf16 ulp of the exact update
+ *   adamw_update without master weights: m, v; parameters within one bf16 ulp of the exact update (plus
+ *     the fp32 rounding of the subtraction, which matters where old value and step nearly cancel)
  *   same state and seed -> bitwise equal; another seed -> different roundings
  *   a shard updated with position0 = k equals elements [k, n) of the whole-tensor update, bitwise
  *   stochastic rounding is unbiased: the mean of millions of roundings of a constant x (round_from_fp32,
@@ -125,14 +126,20 @@ static void check_update(size_t n, const char* what, bool with_master) {
         check("adamw params = stochastic rounding of master [" + shape + "]", wrong == 0 && std::fabs(z) < 5,
               strfmt("%zu not a bf16 neighbour; rounded up %zu times, expected %.0f (z = %.2f)", wrong, ups, expected_ups, z));
     } else {
+        // one bf16 ulp of the result, plus the fp32 rounding of `old - step` (8 fp32 ulps of the
+        // larger operand): when old and the step nearly cancel, the result's own ulp is far smaller
+        // than the fp32 error of the subtraction, which is not the kernel's fault
         size_t wrong = 0;
         double worst = 0;
         for (size_t i = 0; i < n; i++) {
-            const double err = std::fabs(got_p[i] - ref_p[i]) / bf16_ulp(ref_p[i]);
+            const double old = h_p0[i];
+            const double step = std::fabs(old - ref_p[i]);
+            const double fp32_err = 8.0 * std::ldexp(std::max(std::fabs(old), step), -24);
+            const double err = std::fabs(got_p[i] - ref_p[i]) / (bf16_ulp(ref_p[i]) + fp32_err);
             worst = std::max(worst, lab_nonfinite(got_p[i]) ? INFINITY : err);
             wrong += !(err <= 1.001);
         }
-        check("adamw params within one bf16 ulp of the update [" + shape + "]", wrong == 0,
+        check("adamw params within one bf16 ulp (+fp32 rounding) of the update [" + shape + "]", wrong == 0,
               strfmt("%zu outside, worst %.3f ulp", wrong, worst));
     }
 
