@@ -33,47 +33,12 @@ ifeq ($(PRECISION)$(USE_CUDNN),FP321)
 endif
 
 # ---------------------------------------------------------------------------------------------
-# GPU architecture: nvidia-smi when present, else 90 (H100/H200). Never silently empty.
-ifeq ($(origin GPU_COMPUTE_CAPABILITY),undefined)
-  DETECTED_CC := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. \r')
-  ifneq ($(DETECTED_CC),)
-    GPU_COMPUTE_CAPABILITY := $(DETECTED_CC)
-    CC_SOURCE := detected by nvidia-smi
-  else
-    GPU_COMPUTE_CAPABILITY := 90
-    CC_SOURCE := default, no nvidia-smi
-  endif
-else
-  CC_SOURCE := set by user
-endif
-ifeq ($(shell [[ "$(GPU_COMPUTE_CAPABILITY)" =~ ^[0-9]+$$ ]] && [ $(GPU_COMPUTE_CAPABILITY) -ge 80 ] && echo ok),)
-  $(error GPU_COMPUTE_CAPABILITY must be a number >= 80 (bf16 needs Ampere or newer), got '$(GPU_COMPUTE_CAPABILITY)')
-endif
+# GPU architecture (GPU_COMPUTE_CAPABILITY, CC_SOURCE, ARCH_FLAGS)
+include mk/arch.mk
 
 # ---------------------------------------------------------------------------------------------
 # NCCL and MPI
-NCCL_HEADER := $(firstword $(wildcard /usr/include/nccl.h /usr/local/cuda/include/nccl.h $(NCCL_HOME)/include/nccl.h))
-ifeq ($(origin NO_MULTI_GPU),undefined)
-  NO_MULTI_GPU := $(if $(NCCL_HEADER),0,1)
-endif
-ifeq ($(filter $(NO_MULTI_GPU),0 1),)
-  $(error NO_MULTI_GPU must be 0 or 1, got '$(NO_MULTI_GPU)')
-endif
-ifeq ($(NO_MULTI_GPU)$(NCCL_HEADER),0)
-  $(error NO_MULTI_GPU=0 but nccl.h was not found: install libnccl-dev (or set NCCL_HOME), or build with NO_MULTI_GPU=1)
-endif
-
-MPI_INCLUDE_DIR := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/openmpi/include /usr/include/openmpi /usr/lib/aarch64-linux-gnu/openmpi/include $(MPI_HOME)/include))
-MPI_LIB_DIR := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/openmpi/lib /usr/lib/aarch64-linux-gnu/openmpi/lib $(MPI_HOME)/lib))
-ifeq ($(origin NO_USE_MPI),undefined)
-  NO_USE_MPI := $(if $(and $(MPI_INCLUDE_DIR),$(filter 0,$(NO_MULTI_GPU))),0,1)
-endif
-ifeq ($(filter $(NO_USE_MPI),0 1),)
-  $(error NO_USE_MPI must be 0 or 1, got '$(NO_USE_MPI)')
-endif
-ifeq ($(NO_USE_MPI)$(MPI_INCLUDE_DIR),0)
-  $(error NO_USE_MPI=0 but OpenMPI headers were not found: apt-get install libopenmpi-dev, or build with NO_USE_MPI=1)
-endif
+include mk/multi_gpu.mk
 ifeq ($(NO_MULTI_GPU)$(NO_USE_MPI),10)
   $(error NO_USE_MPI=0 needs NCCL (MPI is only used to start NCCL): build with NO_USE_MPI=1 or NO_MULTI_GPU=0)
 endif
@@ -84,7 +49,7 @@ BUILD_TAG := $(PRECISION)-cudnn$(USE_CUDNN)-nccl$(if $(filter 0,$(NO_MULTI_GPU))
 BUILD_DIR := build/$(BUILD_TAG)
 
 NVCC_FLAGS := -O3 -std=c++17 --use_fast_math -lineinfo -Xptxas=-warn-spills -Xcompiler=-Wall,-Wno-unused-function
-NVCC_FLAGS += -gencode arch=compute_$(GPU_COMPUTE_CAPABILITY),code=sm_$(GPU_COMPUTE_CAPABILITY)
+NVCC_FLAGS += $(ARCH_FLAGS)
 NVCC_FLAGS += -DENABLE_$(PRECISION) -I.
 NVCC_LDLIBS := -lcublas -lcublasLt -ldl
 GPU_EXTRA_SRCS :=
