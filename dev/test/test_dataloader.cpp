@@ -1,7 +1,7 @@
 // Tests for llmc/dataloader.h and llmc/rand.h: windows, process interleaving, shuffling, exact
-// resume and clear errors on bad shards. Shards are written into a fresh mkdtemp directory.
+// resume and clear errors on bad shards. Shards are written into a fresh temporary directory.
 #include <gtest/gtest.h>
-#include <dirent.h>
+#include <unistd.h>
 
 #include <set>
 #include <string>
@@ -9,35 +9,27 @@
 
 #include "llmc/dataloader.h"
 #include "llmc/rand.h"
+#include "test_util.h"
 
 namespace {
 
-// Fresh flat directory, removed with its files at process exit (tests only write flat dirs).
-// Death-test children exit through fatal() -> exit(), which runs atexit handlers: only the
-// process that made the directories removes them.
-std::vector<std::string> g_temp_dirs;
+// Fresh directory, removed with its files at process exit. Death-test children exit through
+// fatal() -> exit(), which runs atexit handlers: only the process that made the directories
+// removes them (the children's copies of the TempDirs are never destroyed).
+std::vector<TempDir*> g_temp_dirs;
 pid_t g_owner_pid = 0;
 void remove_temp_dirs() {
     if (getpid() != g_owner_pid) return;
-    for (const std::string& dir : g_temp_dirs) {
-        if (DIR* d = opendir(dir.c_str())) {
-            while (struct dirent* e = readdir(d)) {
-                if (e->d_name[0] != '.') unlink((dir + "/" + e->d_name).c_str());
-            }
-            closedir(d);
-        }
-        rmdir(dir.c_str());
-    }
+    for (TempDir* dir : g_temp_dirs) delete dir;
+    g_temp_dirs.clear();
 }
 std::string make_temp_dir() {
-    char tmpl[] = "/tmp/test_dataloader_XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) abort();
     if (g_temp_dirs.empty()) {
         g_owner_pid = getpid();
         atexit(remove_temp_dirs);
     }
-    g_temp_dirs.push_back(tmpl);
-    return tmpl;
+    g_temp_dirs.push_back(new TempDir("test_dataloader"));
+    return g_temp_dirs.back()->path;
 }
 
 void write_shard(const std::string& path, const std::vector<uint16_t>& tokens, int magic = SHARD_MAGIC,
@@ -283,9 +275,7 @@ TEST(DataLoaderErrors, BadShards) {
     expect_fail("trunc.bin", "trunc.bin' is 1224 bytes but its header says 120 tokens.*truncated");
     write_shard(dir + "/long.bin", shard_tokens(0, 100), SHARD_MAGIC, SHARD_VERSION, 90);
     expect_fail("long.bin", "long.bin' is 1224 bytes");
-    FILE* f = fopen((dir + "/tiny.bin").c_str(), "wb");
-    fwrite("abc", 1, 3, f);
-    fclose(f);
+    write_file(dir + "/tiny.bin", "abc");
     expect_fail("tiny.bin", "tiny.bin' is too small to hold a header");
     write_shard(dir + "/small.bin", shard_tokens(0, 8));
     expect_fail("small.bin", "small.bin' has 8 tokens, fewer than one window.*1\\*2\\*4\\+1 = 9");

@@ -1,32 +1,14 @@
 // Tests for llmc/eval_loader.h on a hand-made multiple-choice file (formats.md, magic 20240522):
 // batch layout (inputs, targets, mask), process interleaving, scoring, and clear errors.
 #include <gtest/gtest.h>
-#include <dirent.h>
 
 #include <string>
 #include <vector>
 
 #include "llmc/eval_loader.h"
+#include "test_util.h"
 
 namespace {
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/test_eval_loader_XXXXXX";
-        if (mkdtemp(tmpl) == nullptr) abort();
-        path = tmpl;
-    }
-    ~TempDir() {
-        if (DIR* d = opendir(path.c_str())) {
-            while (struct dirent* e = readdir(d)) {
-                if (e->d_name[0] != '.') unlink((path + "/" + e->d_name).c_str());
-            }
-            closedir(d);
-        }
-        rmdir(path.c_str());
-    }
-};
 
 struct Ex {
     int label;
@@ -70,8 +52,8 @@ std::vector<uint16_t> file_body(const std::vector<Ex>& ex, int* longest) {
     return body;
 }
 
-void write_file(const std::string& path, const std::vector<uint16_t>& body, int n, int longest,
-                int magic = EVAL_MAGIC, int version = EVAL_VERSION) {
+void write_eval_file(const std::string& path, const std::vector<uint16_t>& body, int n, int longest,
+                     int magic = EVAL_MAGIC, int version = EVAL_VERSION) {
     int32_t header[256] = {0};
     header[0] = magic;
     header[1] = version;
@@ -87,14 +69,14 @@ std::string write_examples(const TempDir& dir, const std::vector<Ex>& ex, const 
     int longest;
     std::vector<uint16_t> body = file_body(ex, &longest);
     std::string path = dir.path + "/" + name;
-    write_file(path, body, (int)ex.size(), longest);
+    write_eval_file(path, body, (int)ex.size(), longest);
     return path;
 }
 
 }  // namespace
 
 TEST(EvalLoader, BatchLayoutMaskAndInterleaving) {
-    TempDir dir;
+    TempDir dir("test_eval_loader");
     std::vector<Ex> ex = make_examples(11);
     std::string path = write_examples(dir, ex);
     const size_t B = 8, T = 8;  // 2 examples per process per batch
@@ -139,7 +121,7 @@ TEST(EvalLoader, BatchLayoutMaskAndInterleaving) {
 }
 
 TEST(EvalLoader, ScoringPicksLowestMeanCompletionLoss) {
-    TempDir dir;
+    TempDir dir("test_eval_loader");
     std::vector<Ex> ex = make_examples(3);
     std::string path = write_examples(dir, ex);
     const size_t B = 12, T = 8;  // all 3 examples in one batch
@@ -170,7 +152,7 @@ TEST(EvalLoader, ScoringPicksLowestMeanCompletionLoss) {
 }
 
 TEST(EvalLoaderErrors, BadFiles) {
-    TempDir dir;
+    TempDir dir("test_eval_loader");
     std::vector<Ex> ex = make_examples(4);
     int longest;
     std::vector<uint16_t> body = file_body(ex, &longest);
@@ -178,7 +160,7 @@ TEST(EvalLoaderErrors, BadFiles) {
     auto expect_fail = [&](const std::string& name, const std::vector<uint16_t>& b, int n, const char* regex,
                            int magic = EVAL_MAGIC, int version = EVAL_VERSION, size_t T = 16) {
         std::string p = dir.path + "/" + name;
-        write_file(p, b, n, longest, magic, version);
+        write_eval_file(p, b, n, longest, magic, version);
         EXPECT_EXIT(eval_loader_init(&el, p.c_str(), 8, T, 0, 1), ::testing::ExitedWithCode(1), regex) << name;
     };
     expect_fail("magic.bin", body, 4, "magic.bin' has bad magic 20240520", 20240520);
@@ -207,7 +189,7 @@ TEST(EvalLoaderErrors, BadFiles) {
     expect_fail("short_t.bin", body, 4, "short_t.bin': example [0-9]+ needs [0-9]+ tokens .* -t is 3",
                 EVAL_MAGIC, EVAL_VERSION, 3);
     std::string p = dir.path + "/ok.bin";
-    write_file(p, body, 4, longest);
+    write_eval_file(p, body, 4, longest);
     EXPECT_EXIT(eval_loader_init(&el, p.c_str(), 6, 16, 0, 1), ::testing::ExitedWithCode(1), "-b to be a multiple of 4");
     EXPECT_EXIT(eval_loader_init(&el, (dir.path + "/missing.bin").c_str(), 8, 16, 0, 1), ::testing::ExitedWithCode(1),
                 "cannot open '.*missing.bin'");

@@ -10,6 +10,7 @@
 
 #include "llmc/gpt2_bpe.h"
 #include "llmc/tokenizer.h"
+#include "test_util.h"
 
 namespace {
 
@@ -62,27 +63,6 @@ std::string decode(const std::vector<uint32_t>& ids) {
     gpt2_decode(bpe(), ids.data(), ids.size(), &s);
     return s;
 }
-
-std::string read_file(const std::string& path) {
-    FILE* fp = fopen(path.c_str(), "rb");
-    if (fp == nullptr) return std::string();
-    std::string s;
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) s.append(buf, n);
-    fclose(fp);
-    return s;
-}
-
-// A fresh directory under /tmp, removed when the test ends.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/test_gpt2_bpe_XXXXXX";
-        path = mkdtemp(tmpl);
-    }
-    ~TempDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
-};
 
 struct Case {
     const char* name;
@@ -271,32 +251,24 @@ TEST(Gpt2Bpe, DecodeRejectsOutOfRangeIds) {
 
 TEST(Gpt2Bpe, BadVocabularyFailsWithOneMessage) {
     REQUIRE_VOCAB();
-    TempDir tmp;
+    TempDir tmp("test_gpt2_bpe");
     const std::string& dir = tmp.path;
     EXPECT_EXIT(gpt2_vocab_dir_find(dir.c_str()), testing::ExitedWithCode(1), "does not hold encoder.json");
     std::string enc = read_file(vocab_dir() + "/encoder.json"), merges = read_file(vocab_dir() + "/vocab.bpe");
-    FILE* fp = fopen((dir + "/encoder.json").c_str(), "wb");
-    fputs("{not json", fp);
-    fclose(fp);
-    fp = fopen((dir + "/vocab.bpe").c_str(), "wb");
-    fwrite(merges.data(), 1, merges.size(), fp);
-    fclose(fp);
+    write_file(dir + "/encoder.json", "{not json");
+    write_file(dir + "/vocab.bpe", merges);
     EXPECT_EXIT({ Gpt2Bpe b; gpt2_bpe_load(&b, dir); }, testing::ExitedWithCode(1), "encoder.json' is not a JSON object");
     // Swap two merge lines: the files no longer agree.
     size_t l1 = merges.find('\n') + 1, l2 = merges.find('\n', l1) + 1, l3 = merges.find('\n', l2) + 1;
     std::string swapped = merges.substr(0, l1) + merges.substr(l2, l3 - l2) + merges.substr(l1, l2 - l1) + merges.substr(l3);
-    fp = fopen((dir + "/encoder.json").c_str(), "wb");
-    fwrite(enc.data(), 1, enc.size(), fp);
-    fclose(fp);
-    fp = fopen((dir + "/vocab.bpe").c_str(), "wb");
-    fwrite(swapped.data(), 1, swapped.size(), fp);
-    fclose(fp);
+    write_file(dir + "/encoder.json", enc);
+    write_file(dir + "/vocab.bpe", swapped);
     EXPECT_EXIT({ Gpt2Bpe b; gpt2_bpe_load(&b, dir); }, testing::ExitedWithCode(1), "disagree at merge 0");
 }
 
 TEST(TokenizerBin, WriteAndRead) {
     REQUIRE_VOCAB();
-    TempDir tmp;
+    TempDir tmp("test_gpt2_bpe");
     std::string path = tmp.path + "/gpt2_tokenizer.bin";
     gpt2_write_tokenizer_bin(bpe(), path);
     EXPECT_NE(access((path + ".tmp").c_str(), F_OK), 0) << "temporary file left behind";
@@ -344,7 +316,7 @@ TEST(TokenizerBin, WriteAndRead) {
 
 TEST(TokenizerBin, MissingFileWarnsAndBadFilesFail) {
     REQUIRE_VOCAB();
-    TempDir tmp;
+    TempDir tmp("test_gpt2_bpe");
     const std::string& dir = tmp.path;
     Tokenizer tok;
     testing::internal::CaptureStderr();
@@ -356,13 +328,7 @@ TEST(TokenizerBin, MissingFileWarnsAndBadFilesFail) {
     std::string good = dir + "/good.bin";
     gpt2_write_tokenizer_bin(bpe(), good);
     std::string raw = read_file(good);
-    auto write = [&](const std::string& name, const std::string& bytes) {
-        std::string p = dir + "/" + name;
-        FILE* fp = fopen(p.c_str(), "wb");
-        fwrite(bytes.data(), 1, bytes.size(), fp);
-        fclose(fp);
-        return p;
-    };
+    auto write = [&](const std::string& name, const std::string& bytes) { return tmp.write(name, bytes); };
     std::string bad_magic = raw, bad_version = raw;
     bad_magic[0] = 1;
     bad_version[4] = 7;

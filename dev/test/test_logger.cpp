@@ -2,71 +2,49 @@
 // steps >= the resume step, and no output on other processes.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 
 #include "llmc/logger.h"
+#include "test_util.h"
 
 namespace {
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/test_logger_XXXXXX";
-        if (mkdtemp(tmpl) == nullptr) abort();
-        path = tmpl;
-    }
-    ~TempDir() {
-        unlink((path + "/main.log").c_str());
-        unlink((path + "/main.log.tmp").c_str());
-        rmdir(path.c_str());
-    }
-};
-
-std::string read_file(const std::string& p) {
-    std::string out;
-    FILE* f = fopen(p.c_str(), "rb");
-    if (f == nullptr) return "<missing>";
-    int c;
-    while ((c = fgetc(f)) != EOF) out += (char)c;
-    fclose(f);
-    return out;
-}
-
-void write_file(const std::string& p, const std::string& s) {
-    FILE* f = fopen(p.c_str(), "wb");
-    fwrite(s.data(), 1, s.size(), f);
-    fclose(f);
+// The log's contents, or "<missing>" so that no file is told apart from an empty one.
+std::string read_log(const std::string& p) {
+    if (access(p.c_str(), R_OK) != 0) return "<missing>";
+    return read_file(p);
 }
 
 }  // namespace
 
 TEST(Logger, LineFormatAndFlushPerLine) {
-    TempDir dir;
+    TempDir dir("test_logger");
     Logger lg;
     logger_init(&lg, dir.path.c_str(), 0, 0);
     logger_log_val(&lg, 0, 10.98766f);
     logger_log_eval(&lg, 0, 0.25f);
     logger_log_train(&lg, 0, 10.5f, 6e-6f, 12.345f);
     // visible before close: every line is flushed
-    EXPECT_EQ(read_file(dir.path + "/main.log"),
+    EXPECT_EQ(read_log(dir.path + "/main.log"),
               "s:0 tel:10.9877\ns:0 eval:0.2500\ns:0 trl:10.5000 lr:0.000006 norm:12.35\n");
     logger_free(&lg);
 }
 
 TEST(Logger, FreshStartTruncates) {
-    TempDir dir;
+    TempDir dir("test_logger");
     write_file(dir.path + "/main.log", "s:0 trl:1.0000 lr:0.1 norm:1.00\n");
     Logger lg;
     logger_init(&lg, dir.path.c_str(), 0, 0);
     logger_log_val(&lg, 0, 2.0f);
     logger_free(&lg);
-    EXPECT_EQ(read_file(dir.path + "/main.log"), "s:0 tel:2.0000\n");
+    EXPECT_EQ(read_log(dir.path + "/main.log"), "s:0 tel:2.0000\n");
 }
 
 TEST(Logger, ResumeDropsLinesTheResumedRunWritesAgain) {
     // Loop order: at step k log val/eval "s:k", save checkpoint k, update, log train "s:k+1".
-    TempDir dir;
+    TempDir dir("test_logger");
     write_file(dir.path + "/main.log",
                "s:0 tel:5.0000\n"
                "s:1 trl:5.1000 lr:0.000100 norm:3.00\n"
@@ -83,7 +61,7 @@ TEST(Logger, ResumeDropsLinesTheResumedRunWritesAgain) {
     logger_log_val(&lg, 2, 4.25f);
     logger_log_train(&lg, 3, 4.0f, 3e-4f, 1.0f);
     logger_free(&lg);
-    EXPECT_EQ(read_file(dir.path + "/main.log"),
+    EXPECT_EQ(read_log(dir.path + "/main.log"),
               "s:0 tel:5.0000\n"
               "s:1 trl:5.1000 lr:0.000100 norm:3.00\n"
               "s:2 trl:4.9000 lr:0.000200 norm:2.00\n"
@@ -95,21 +73,21 @@ TEST(Logger, ResumeDropsLinesTheResumedRunWritesAgain) {
 }
 
 TEST(Logger, ResumeWithoutExistingLogCreatesIt) {
-    TempDir dir;
+    TempDir dir("test_logger");
     Logger lg;
     logger_init(&lg, dir.path.c_str(), 0, 7);
     logger_log_train(&lg, 7, 1.0f, 0.5f, 0.5f);
     logger_free(&lg);
-    EXPECT_EQ(read_file(dir.path + "/main.log"), "s:7 trl:1.0000 lr:0.500000 norm:0.50\n");
+    EXPECT_EQ(read_log(dir.path + "/main.log"), "s:7 trl:1.0000 lr:0.500000 norm:0.50\n");
 }
 
 TEST(Logger, OnlyRankZeroWithADirectoryLogs) {
-    TempDir dir;
+    TempDir dir("test_logger");
     Logger lg;
     logger_init(&lg, dir.path.c_str(), 1, 0);
     logger_log_val(&lg, 0, 1.0f);
     logger_free(&lg);
-    EXPECT_EQ(read_file(dir.path + "/main.log"), "<missing>");
+    EXPECT_EQ(read_log(dir.path + "/main.log"), "<missing>");
     logger_init(&lg, nullptr, 0, 0);
     logger_log_val(&lg, 0, 1.0f);  // no crash, no file
     logger_free(&lg);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "llmc/model_file.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -20,17 +21,6 @@ namespace {
 
 // maxT, V, Vp, L, NH, C: small enough to write many files, uneven enough to catch swapped fields.
 constexpr GPT2Config kTiny = {16, 50, 64, 2, 2, 8};
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "test_model_file.XXXXXX").string();
-        if (mkdtemp(tmpl.data()) == nullptr) fatal("mkdtemp failed for %s", tmpl.c_str());
-        path = tmpl;
-    }
-    ~TempDir() { fs::remove_all(path); }
-    std::string file(const char* name) const { return (path / name).string(); }
-};
 
 // Escapes a path for gtest's POSIX regex so death-test messages can be matched against it.
 std::string re_escape(const std::string& s) {
@@ -50,20 +40,6 @@ std::vector<float> random_floats(size_t n, unsigned seed) {
     return v;
 }
 
-void write_file(const std::string& path, const std::vector<char>& bytes) {
-    FILE* fp = fopen_check(path.c_str(), "wb");
-    fwrite_check(bytes.data(), 1, bytes.size(), fp, path.c_str());
-    fclose_check(fp, path.c_str());
-}
-
-std::vector<char> read_file(const std::string& path) {
-    FILE* fp = fopen_check(path.c_str(), "rb");
-    std::vector<char> bytes(file_size_of(fp, path.c_str()));
-    fread_check(bytes.data(), 1, bytes.size(), fp, path.c_str());
-    fclose_check(fp, path.c_str());
-    return bytes;
-}
-
 int32_t* header_of(std::vector<char>& bytes) { return reinterpret_cast<int32_t*>(bytes.data()); }
 
 bool same_config(const GPT2Config& a, const GPT2Config& b) { return memcmp(&a, &b, sizeof(a)) == 0; }
@@ -73,7 +49,7 @@ std::vector<char> tiny_v3_bytes(const TempDir& dir) {
     std::string path = dir.file("valid.bin");
     std::vector<float> p = random_floats(gpt2_num_parameters(kTiny), 1);
     model_file_write(path.c_str(), kTiny, p.data(), DType::FP32, 3);
-    return read_file(path);
+    return read_bytes<char>(path);
 }
 
 }  // namespace
@@ -160,7 +136,7 @@ TEST(Bf16, EveryBf16ValueSurvivesTheRoundTrip) {
 // checkpoints
 
 TEST(ModelFile, Fp32RoundTripAndConversion) {
-    TempDir dir;
+    TempDir dir("test_model_file");
     std::string path = dir.file("m.bin");
     size_t n = gpt2_num_parameters(kTiny);
     std::vector<float> p = random_floats(n, 2);
@@ -179,7 +155,7 @@ TEST(ModelFile, Fp32RoundTripAndConversion) {
 }
 
 TEST(ModelFile, Bf16RoundTripAndConversion) {
-    TempDir dir;
+    TempDir dir("test_model_file");
     std::string from32 = dir.file("from32.bin"), from16 = dir.file("from16.bin"), wide = dir.file("wide.bin");
     size_t n = gpt2_num_parameters(kTiny);
     std::vector<float> p = random_floats(n, 3);
@@ -207,7 +183,7 @@ TEST(ModelFile, Bf16RoundTripAndConversion) {
 
 TEST(ModelFile, LargeFilesStreamThroughChunks) {
     // more elements than one conversion chunk, with a non-multiple tail
-    TempDir dir;
+    TempDir dir("test_model_file");
     GPT2Config c = {64, 1000, 1024, 1, 4, 512};
     size_t n = gpt2_num_parameters(c);
     ASSERT_GT(n, MODEL_FILE_CHUNK_ELEMS);
@@ -222,7 +198,7 @@ TEST(ModelFile, LargeFilesStreamThroughChunks) {
 
 // Each corruption must stop with exit code 1 and a message that names the file.
 TEST(ModelFileValidation, RejectsBadFiles) {
-    TempDir dir;
+    TempDir dir("test_model_file");
     std::vector<char> good = tiny_v3_bytes(dir);
     struct Case { const char* name; std::vector<char> bytes; const char* expect; };
     std::vector<Case> cases;
@@ -256,11 +232,11 @@ TEST(ModelFileValidation, RejectsBadFiles) {
 }
 
 TEST(ModelFileValidation, ReadParamsNoticesAFileThatChanged) {
-    TempDir dir;
+    TempDir dir("test_model_file");
     std::string path = dir.file("m.bin");
     write_file(path, tiny_v3_bytes(dir));
     ModelFileInfo info = model_file_read_header(path.c_str());
-    std::vector<char> b = read_file(path);
+    std::vector<char> b = read_bytes<char>(path);
     b.resize(b.size() - 8);
     write_file(path, b);
     std::vector<float> dst(gpt2_num_parameters(kTiny));
@@ -269,7 +245,7 @@ TEST(ModelFileValidation, ReadParamsNoticesAFileThatChanged) {
 }
 
 TEST(ModelFileValidation, WriteRejectsBadVersionAndConfig) {
-    TempDir dir;
+    TempDir dir("test_model_file");
     std::string path = dir.file("w.bin");
     std::vector<float> p(gpt2_num_parameters(kTiny));
     EXPECT_EXIT(model_file_write(path.c_str(), kTiny, p.data(), DType::FP32, 4), ::testing::ExitedWithCode(1),
@@ -332,7 +308,7 @@ std::vector<char> debug_state_bytes(const GPT2Config& cfg, const DebugFile& d) {
 }  // namespace
 
 TEST(DebugState, ReadsVersion3) {
-    TempDir dir;
+    TempDir dir("test_model_file");
     std::string path = dir.file("d.bin");
     write_file(path, debug_state_bytes(kTiny, DebugFile{}));
     DebugState s = debug_state_read(path.c_str(), kTiny);
@@ -358,7 +334,7 @@ TEST(DebugState, ReadsVersion3) {
 }
 
 TEST(DebugState, ReadsLlmcVersion2AndNoDeviations) {
-    TempDir dir;
+    TempDir dir("test_model_file");
     std::string v2 = dir.file("v2.bin"), nodev = dir.file("nodev.bin");
     DebugFile d;
     d.version = 2;
@@ -377,7 +353,7 @@ TEST(DebugState, ReadsLlmcVersion2AndNoDeviations) {
 }
 
 TEST(DebugStateValidation, RejectsBadFiles) {
-    TempDir dir;
+    TempDir dir("test_model_file");
     std::vector<char> good = debug_state_bytes(kTiny, DebugFile{});
     auto expect_dies = [&](const char* name, std::vector<char> bytes, const GPT2Config& cfg, const char* expect) {
         std::string path = dir.file(name);

@@ -16,15 +16,14 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "llmc/nccl_id_exchange.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -94,10 +93,7 @@ Result join(const Child& c, double limit_s = 20) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    std::ifstream in(c.err_path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(c.err_path)};
 }
 
 // Exit codes of the rank functions: 0 = got the expected id, 2 = got some other id; fatal() gives 1.
@@ -120,15 +116,9 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 class IdExchange : public ::testing::Test {
 protected:
     void SetUp() override {
-        char tmpl[] = "/tmp/test_nccl_id_XXXXXX";
-        ASSERT_NE(mkdtemp(tmpl), nullptr);
-        tmp = tmpl;
-        logs = tmp + "/logs";  // child stderr files, kept out of the exchange directory
-        shared = tmp + "/shared";
         fs::create_directory(logs);
         fs::create_directory(shared);
     }
-    void TearDown() override { fs::remove_all(tmp); }
 
     std::vector<std::string> shared_files() const {
         std::vector<std::string> names;
@@ -137,7 +127,10 @@ protected:
         return names;
     }
 
-    std::string tmp, logs, shared;
+    TempDir dir{"test_nccl_id"};  // removed with the fixture, after TearDown
+    std::string tmp = dir.path;
+    std::string logs = tmp + "/logs";  // child stderr files, kept out of the exchange directory
+    std::string shared = tmp + "/shared";
 };
 
 // ----------------------------------------------------------------------------

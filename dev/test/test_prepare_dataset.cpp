@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "dev/data/prepare_dataset.h"
+#include "test_util.h"
 
 namespace {
 
@@ -42,33 +43,6 @@ const Gpt2Bpe* bpe() {
 
 #define REQUIRE_VOCAB() ASSERT_NE(bpe(), nullptr) << "GPT-2 vocabulary not found in '" << vocab_dir() \
                                                   << "': set GPT2_VOCAB_DIR"
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/test_prepare_dataset_XXXXXX";
-        path = mkdtemp(tmpl);
-    }
-    ~TempDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
-    std::string write(const std::string& name, const std::string& bytes) const {
-        std::string p = path + "/" + name;
-        FILE* fp = fopen(p.c_str(), "wb");
-        fwrite(bytes.data(), 1, bytes.size(), fp);
-        fclose(fp);
-        return p;
-    }
-};
-
-std::string read_file(const std::string& path) {
-    FILE* fp = fopen(path.c_str(), "rb");
-    if (fp == nullptr) return std::string();
-    std::string s;
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) s.append(buf, n);
-    fclose(fp);
-    return s;
-}
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
@@ -143,7 +117,7 @@ std::vector<uint32_t> concat_shards(const std::vector<std::string>& paths) {
 
 TEST(Shards, HeaderSizeAndDocumentSeparators) {
     REQUIRE_VOCAB();
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     PrepareOptions opt = options_for(tmp, one_file_per_doc(tmp, DOCS));
     opt.shards.shard_tokens = 16;   // documents run across shard boundaries
     PrepareStats s = prepare_shards(bpe(), opt);
@@ -164,7 +138,7 @@ TEST(Shards, HeaderSizeAndDocumentSeparators) {
 
 TEST(Shards, ValTrainSplit) {
     REQUIRE_VOCAB();
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     std::vector<std::string> files = one_file_per_doc(tmp, DOCS);
     const std::vector<uint32_t> expect = expected_stream(DOCS);
     const std::string val = tmp.path + "/out/t_val_000000.bin";
@@ -186,7 +160,7 @@ TEST(Shards, ValTrainSplit) {
     EXPECT_EQ(concat_shards(s.shards), expect);
 
     // A fraction of all tokens.
-    TempDir tmp2;
+    TempDir tmp2("test_prepare_dataset");
     opt = options_for(tmp2, files);
     opt.val_fraction = 0.25;
     opt.shards.shard_tokens = 1000;
@@ -197,7 +171,7 @@ TEST(Shards, ValTrainSplit) {
     EXPECT_EQ(read_shard(s.shards[1]).size(), expect.size() - nval);
 
     // No val split: train shards start at 000001.
-    TempDir tmp3;
+    TempDir tmp3("test_prepare_dataset");
     opt = options_for(tmp3, files);
     opt.shards.val_tokens = 0;
     s = prepare_shards(bpe(), opt);
@@ -205,7 +179,7 @@ TEST(Shards, ValTrainSplit) {
     EXPECT_EQ(s.shards[0], tmp3.path + "/out/t_train_000001.bin");
 
     // Default: the first full shard is val, as with llm.c's FineWeb shards.
-    TempDir tmp4;
+    TempDir tmp4("test_prepare_dataset");
     opt = options_for(tmp4, files);
     opt.shards.shard_tokens = 40;
     s = prepare_shards(bpe(), opt);
@@ -215,7 +189,7 @@ TEST(Shards, ValTrainSplit) {
 
 TEST(Shards, OutputDoesNotDependOnThreads) {
     REQUIRE_VOCAB();
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     // Many small documents in small batches, plus one document large enough to be cut into pieces.
     std::string jsonl;
     std::vector<std::string> docs;
@@ -237,7 +211,7 @@ TEST(Shards, OutputDoesNotDependOnThreads) {
     }
     std::vector<std::vector<uint32_t>> results;
     for (int threads : {1, 3}) {
-        TempDir out;
+        TempDir out("test_prepare_dataset");
         PrepareOptions opt = options_for(out, {path});
         opt.threads = threads;
         opt.batch_bytes = 4096;
@@ -252,7 +226,7 @@ TEST(Shards, OutputDoesNotDependOnThreads) {
 
 TEST(Shards, InputFormats) {
     REQUIRE_VOCAB();
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     // Separator: empty documents between separators are skipped.
     std::string text = "doc one<SEP>doc two\n<SEP><SEP>doc three<SEP>";
     PrepareOptions opt = options_for(tmp, {tmp.write("a.txt", text)});
@@ -263,7 +237,7 @@ TEST(Shards, InputFormats) {
     EXPECT_EQ(concat_shards(s.shards), expected_stream({"doc one", "doc two\n", "doc three"}));
 
     // JSON lines: blank lines skipped, escapes decoded, other fields ignored.
-    TempDir tmp2;
+    TempDir tmp2("test_prepare_dataset");
     std::string jsonl = "{\"text\": \"caf\\u00e9 \\n ok\", \"id\": 1}\n\n   \n{\"id\": 2, \"text\": \"second\"}";
     opt = options_for(tmp2, {tmp2.write("b.jsonl", jsonl)});
     opt.shards.val_tokens = 0;
@@ -272,7 +246,7 @@ TEST(Shards, InputFormats) {
     EXPECT_EQ(concat_shards(s.shards), expected_stream({"caf\xc3\xa9 \n ok", "second"}));
 
     // --format jsonl overrides the name; --format text reads a .jsonl file as one document.
-    TempDir tmp3;
+    TempDir tmp3("test_prepare_dataset");
     opt = options_for(tmp3, {tmp3.write("c.txt", "{\"text\": \"x\"}\n")});
     opt.format = InputFormat::Jsonl;
     opt.shards.val_tokens = 0;
@@ -280,13 +254,11 @@ TEST(Shards, InputFormats) {
 }
 
 TEST(Shards, TempThenRename) {
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     const std::string path = tmp.path + "/s.bin";
     // An older shard under the same name, with a second hard link: if the writer truncated and rewrote
     // the file in place, the link would see the new bytes; a rename leaves the old inode alone.
-    FILE* fp = fopen(path.c_str(), "wb");
-    fputs("old contents", fp);
-    fclose(fp);
+    write_file(path, "old contents");
     ASSERT_EQ(link(path.c_str(), (tmp.path + "/old.bin").c_str()), 0);
     const uint16_t tokens[3] = {50256, 1, 2};
     write_token_shard(path, tokens, 3);
@@ -304,7 +276,7 @@ TEST(Shards, TempThenRename) {
 
 TEST(Shards, BadInputs) {
     REQUIRE_VOCAB();
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     // Missing file.
     PrepareOptions opt = options_for(tmp, {tmp.path + "/nope.txt"});
     EXPECT_EXIT(prepare_shards(bpe(), opt), testing::ExitedWithCode(1), "cannot open input '.*nope.txt'");
@@ -328,7 +300,7 @@ TEST(Shards, BadInputs) {
 
 TEST(EvalFile, Layout) {
     REQUIRE_VOCAB();
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     std::string in = tmp.write("hs.jsonl",
         "{\"ctx\": \"A man is sitting on a roof. he\", \"endings\": [\"is using wrap to wrap a pair of skis.\", "
         "\"is ripping level tiles off.\", \"is holding a rubik's cube.\", \"starts pulling up roofing.\"], \"label\": 3}\n"
@@ -374,7 +346,7 @@ TEST(EvalFile, Layout) {
 
 TEST(EvalFile, BadInputs) {
     REQUIRE_VOCAB();
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     std::string out = tmp.path + "/e.bin";
     std::string three = tmp.write("three.jsonl", "{\"ctx\": \"c\", \"endings\": [\"a\", \"b\", \"c\"], \"label\": 0}\n");
     EXPECT_EXIT(prepare_eval_file(bpe(), three, out), testing::ExitedWithCode(1), "line 1: \"endings\" must be an array of 4");
@@ -398,7 +370,7 @@ struct ToolRun {
 };
 
 ToolRun run_tool(const std::string& args) {
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     std::string cmd = args + " > '" + tmp.path + "/out' 2> '" + tmp.path + "/err'";
     int status = system(cmd.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(tmp.path + "/out"), read_file(tmp.path + "/err")};
@@ -417,7 +389,7 @@ std::string tool(const char* name) {
 TEST(Tools, Gpt2tokRoundTripsAnyBytes) {
     REQUIRE_VOCAB();
     REQUIRE_TOOLS();
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     std::string bytes = "Hello \xff\xfe world\r\n\xe2\x82 \xf0\x9f\x98\x80 end";
     std::string in = tmp.write("in.bin", bytes);
     std::string vocab = " --vocab '" + vocab_dir() + "' ";
@@ -436,7 +408,7 @@ TEST(Tools, Gpt2tokRoundTripsAnyBytes) {
 TEST(Tools, BadInputsExitWithOneMessage) {
     REQUIRE_VOCAB();
     REQUIRE_TOOLS();
-    TempDir tmp;
+    TempDir tmp("test_prepare_dataset");
     std::string vocab = " --vocab '" + vocab_dir() + "' ";
     struct Expect { std::string cmd, message; };
     const std::vector<Expect> cases = {

@@ -13,42 +13,16 @@
 #include <vector>
 
 #include "llmc/run_state.h"
+#include "test_util.h"
 
 namespace {
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/test_run_state_XXXXXX";
-        if (mkdtemp(tmpl) == nullptr) abort();
-        path = tmpl;
-    }
-    ~TempDir() { remove_all(path); }
-    static void remove_all(const std::string& p) {
-        if (DIR* d = opendir(p.c_str())) {
-            while (struct dirent* e = readdir(d)) {
-                std::string name = e->d_name;
-                if (name == "." || name == "..") continue;
-                std::string child = p + "/" + name;
-                struct stat sb;
-                if (lstat(child.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode)) remove_all(child);
-                else unlink(child.c_str());
-            }
-            closedir(d);
-        }
-        rmdir(p.c_str());
-    }
-};
 
 bool exists(const std::string& p) {
     struct stat sb;
     return stat(p.c_str(), &sb) == 0;
 }
 
-void touch(const std::string& p) {
-    FILE* f = fopen(p.c_str(), "wb");
-    fclose(f);
-}
+void touch(const std::string& p) { write_file(p, ""); }
 
 std::set<std::string> list_dir(const std::string& dir) {
     std::set<std::string> out;
@@ -58,21 +32,6 @@ std::set<std::string> list_dir(const std::string& dir) {
     }
     closedir(d);
     return out;
-}
-
-std::vector<uint8_t> read_all(const std::string& p) {
-    FILE* f = fopen(p.c_str(), "rb");
-    std::vector<uint8_t> out;
-    int c;
-    while ((c = fgetc(f)) != EOF) out.push_back((uint8_t)c);
-    fclose(f);
-    return out;
-}
-
-void write_all(const std::string& p, const std::vector<uint8_t>& bytes) {
-    FILE* f = fopen(p.c_str(), "wb");
-    fwrite(bytes.data(), 1, bytes.size(), f);
-    fclose(f);
 }
 
 // Optimizer buffers of a fake model: m, v, master (floats with recognisable values).
@@ -122,14 +81,14 @@ RunState sample_state(bool shuffle) {
 }  // namespace
 
 TEST(RunState, RoundTripAllFields) {
-    TempDir dir;
+    TempDir dir("test_run_state");
     for (bool shuffle : {false, true}) {
         std::string path = ckpt_state_path(dir.path, 1234, 2);
         RunState rs = sample_state(shuffle);
         Opt a(1000);
         run_state_write(path, rs, a.body());
         EXPECT_FALSE(exists(path + ".tmp"));
-        EXPECT_EQ(read_all(path).size(), 1024 + 3 * 4000 + (shuffle ? 8 + 24 + 8 + 16 + 8 : 0) + 2 * (8 + 1024));
+        EXPECT_EQ(read_bytes(path).size(), 1024 + 3 * 4000 + (shuffle ? 8 + 24 + 8 + 16 + 8 : 0) + 2 * (8 + 1024));
 
         RunState peek = run_state_peek(path);
         EXPECT_TRUE(peek.use_master_weights);
@@ -159,13 +118,13 @@ TEST(RunState, RoundTripAllFields) {
 }
 
 TEST(RunState, HeaderSlotsFollowFormatsMd) {
-    TempDir dir;
+    TempDir dir("test_run_state");
     std::string path = dir.path + "/s.bin";
     RunState rs = sample_state(false);
     rs.has_outliers = false;
     Opt a(10);
     run_state_write(path, rs, a.body(false));
-    std::vector<uint8_t> bytes = read_all(path);
+    std::vector<uint8_t> bytes = read_bytes(path);
     const int32_t* h = (const int32_t*)bytes.data();
     EXPECT_EQ(h[0], 20240527);
     EXPECT_EQ(h[1], 1);
@@ -187,17 +146,17 @@ TEST(RunState, HeaderSlotsFollowFormatsMd) {
 }
 
 TEST(RunState, InterruptedWriteLeavesTheOldFileIntact) {
-    TempDir dir;
+    TempDir dir("test_run_state");
     std::string path = dir.path + "/state_00000010_00000.bin";
     RunState rs = sample_state(true);
     rs.num_processes = 1;
     rs.process_rank = 0;
     Opt a(64);
     run_state_write(path, rs, a.body());
-    std::vector<uint8_t> good = read_all(path);
+    std::vector<uint8_t> good = read_bytes(path);
     // a crash in the middle of the next write leaves a partial .tmp and never touches the final name
-    write_all(path + ".tmp", std::vector<uint8_t>(good.begin(), good.begin() + 700));
-    EXPECT_EQ(read_all(path), good);
+    write_file(path + ".tmp", std::vector<uint8_t>(good.begin(), good.begin() + 700));
+    EXPECT_EQ(read_bytes(path), good);
     Opt b(64, 5.0f);
     run_state_read(path, b.body(), 1, 0);
     EXPECT_EQ(b.m, a.m);
@@ -210,14 +169,14 @@ TEST(RunState, InterruptedWriteLeavesTheOldFileIntact) {
 }
 
 TEST(RunState, WriteThatDiesHalfWayLeavesThePreviousFile) {
-    TempDir dir;
+    TempDir dir("test_run_state");
     std::string path = dir.path + "/state.bin";
     RunState rs = sample_state(true);
     rs.num_processes = 1;
     rs.process_rank = 0;
     Opt a(4096);
     run_state_write(path, rs, a.body());
-    std::vector<uint8_t> good = read_all(path);
+    std::vector<uint8_t> good = read_bytes(path);
     // Simulate a disk that fills up half way: in the (forked) death-test child, files may not grow
     // past 20 kB, so the write of the ~50 kB state fails part way through the body.
     auto write_with_full_disk = [&]() {
@@ -228,7 +187,7 @@ TEST(RunState, WriteThatDiesHalfWayLeavesThePreviousFile) {
         run_state_write(path, rs, c.body());
     };
     EXPECT_EXIT(write_with_full_disk(), ::testing::ExitedWithCode(1), "write error on '.*state.bin.tmp'");
-    EXPECT_EQ(read_all(path), good);  // the final name still holds the complete old file
+    EXPECT_EQ(read_bytes(path), good);  // the final name still holds the complete old file
     EXPECT_TRUE(exists(path + ".tmp"));  // the partial temp file is what got cut short
     Opt b(4096, 1.0f);
     run_state_read(path, b.body(), 1, 0);
@@ -236,16 +195,16 @@ TEST(RunState, WriteThatDiesHalfWayLeavesThePreviousFile) {
 }
 
 TEST(RunStateErrors, ForeignCorruptedAndTruncatedFilesAreRejected) {
-    TempDir dir;
+    TempDir dir("test_run_state");
     std::string path = dir.path + "/state.bin";
     RunState rs = sample_state(true);
     Opt a(256);
     run_state_write(path, rs, a.body());
-    std::vector<uint8_t> good = read_all(path);
+    std::vector<uint8_t> good = read_bytes(path);
     Opt b(256);
     auto variant = [&](const char* name, std::vector<uint8_t> bytes) {
         std::string p = dir.path + "/" + name;
-        write_all(p, bytes);
+        write_file(p, bytes);
         return p;
     };
     // wrong process count / rank for this run
@@ -287,7 +246,7 @@ TEST(RunStateErrors, ForeignCorruptedAndTruncatedFilesAreRejected) {
 }
 
 TEST(RunState, RestoresTheDataLoaderExactly) {
-    TempDir dir;
+    TempDir dir("test_run_state");
     for (int s = 0; s < 3; s++) {
         std::vector<uint16_t> tok(100 + 20 * s);
         for (size_t i = 0; i < tok.size(); i++) tok[i] = (uint16_t)(s * 1000 + i);
@@ -331,7 +290,7 @@ TEST(RunState, RestoresTheDataLoaderExactly) {
 }
 
 TEST(Checkpoint, PathsAndDirCreation) {
-    TempDir dir;
+    TempDir dir("test_run_state");
     EXPECT_EQ(ckpt_model_path("out", 5000), "out/model_00005000.bin");
     EXPECT_EQ(ckpt_state_path("out", 5000, 3), "out/state_00005000_00003.bin");
     EXPECT_EQ(ckpt_done_path("out", 5000), "out/DONE_00005000");
@@ -344,7 +303,7 @@ TEST(Checkpoint, PathsAndDirCreation) {
 }
 
 TEST(Checkpoint, FindLatestIgnoresStepsWithoutDone) {
-    TempDir dir;
+    TempDir dir("test_run_state");
     EXPECT_EQ(ckpt_find_latest(dir.path), -1);
     EXPECT_EQ(ckpt_find_latest(dir.path + "/missing"), -1);
     for (int step : {100, 200, 300}) {
@@ -364,7 +323,7 @@ TEST(Checkpoint, FindLatestIgnoresStepsWithoutDone) {
 }
 
 TEST(Checkpoint, PruneKeepsLastNAndMultiplesDeletesDoneFirst) {
-    TempDir dir;
+    TempDir dir("test_run_state");
     auto make_ckpt = [&](int step, bool done, int ranks = 2) {
         touch(ckpt_model_path(dir.path, step));
         for (int r = 0; r < ranks; r++) touch(ckpt_state_path(dir.path, step, r));
@@ -401,7 +360,7 @@ TEST(Checkpoint, PruneKeepsLastNAndMultiplesDeletesDoneFirst) {
 }
 
 TEST(Checkpoint, PruneKeepsTheWholeCheckpointIfDoneCannotBeDeleted) {
-    TempDir dir;
+    TempDir dir("test_run_state");
     for (int step : {100, 200}) {
         touch(ckpt_model_path(dir.path, step));
         touch(ckpt_state_path(dir.path, step, 0));
@@ -418,7 +377,7 @@ TEST(Checkpoint, PruneKeepsTheWholeCheckpointIfDoneCannotBeDeleted) {
 TEST(Checkpoint, PruneNeverLeavesAResumableHalfDeletedCheckpoint) {
     // If deletion stops part way (e.g. the state files cannot be removed), DONE is already gone, so
     // find_latest never returns that step.
-    TempDir dir;
+    TempDir dir("test_run_state");
     for (int step : {100, 200}) {
         touch(ckpt_model_path(dir.path, step));
         touch(ckpt_state_path(dir.path, step, 0));
