@@ -175,8 +175,6 @@ struct GPT2 {
     // training state
     uint64_t rng_state = 13371337;  // seeds of stochastic rounding; advanced every backward and update
     uint64_t rng_state_last_update = 0;  // rng_state when the last update began (state file slots 22-23)
-    int micro_steps_in_step = 0;    // micro-steps accumulated since gpt2_zero_grad
-    float mean_loss = -1.0f;        // mean loss of the last forward with targets
     cudaStream_t stream = nullptr;
 };
 
@@ -480,7 +478,6 @@ inline void gpt2_zero_losses(GPT2* model) {
 inline void gpt2_zero_grad(GPT2* model) {
     cudaCheck(cudaMemsetAsync(model->grads_memory, 0, model->num_parameters * sizeof(floatX), model->stream));
     gpt2_zero_losses(model);
-    model->micro_steps_in_step = 0;
 }
 
 // Sum of the per-token losses so far, in double on the host (deterministic).
@@ -580,7 +577,6 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         const size_t counts[] = {model->param_sizes[0], model->param_sizes[1], model->param_sizes[14], model->param_sizes[15]};
         multi_gpu_async_reduce(rest, counts, 4, model->mp, s);
     }
-    model->micro_steps_in_step++;
 }
 
 // Completes the cross-process gradient reduction of an optimizer step (after its last backward):
