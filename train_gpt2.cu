@@ -62,6 +62,7 @@ struct TrainConfig {
     float skip_norm_z = 0.0f;         // -sg
     int gpu_log_every = 0;            // -lg
     int shuffle = 0;                  // -sh (ours): shuffle training data each epoch
+    int phase_timing = 0;             // -pt (ours): print GPU time per phase of the step at the end
     uint64_t seed = 42;               // -seed (ours): random init and shuffling
     // multi-process
     int num_processes = 1;            // -pn
@@ -97,6 +98,7 @@ static void print_usage() {
         "  -sl <float> / -sg <float>  skip update when loss / grad-norm z-score exceeds this (0 = off)\n"
         "  -lg <int>  print GPU utilisation every N steps (0 = off)\n"
         "  -sh <0|1>  shuffle training data (0)   -seed <int> random seed (42)\n"
+        "  -pt <0|1>  time each phase of the step on the GPU and print a table at the end (0)\n"
         "  -pn / -pr / -pg / -pi / -ps / -pf / -pp   processes / rank / GPUs per node / init (mpi|tcp|fs)\n"
         "             / server IP / shared dir / TCP port\n");
 }
@@ -168,6 +170,7 @@ static TrainConfig parse_args(int argc, char** argv) {
         else if (f == "-sg") c.skip_norm_z = parse_float(argv[i], v);
         else if (f == "-lg") c.gpu_log_every = parse_int(argv[i], v);
         else if (f == "-sh") c.shuffle = parse_int(argv[i], v);
+        else if (f == "-pt") c.phase_timing = parse_int(argv[i], v);
         else if (f == "-seed") c.seed = (uint64_t)parse_int(argv[i], v);
         else if (f == "-pn") c.num_processes = parse_int(argv[i], v);
         else if (f == "-pr") c.process_rank = parse_int(argv[i], v);
@@ -189,6 +192,7 @@ static TrainConfig parse_args(int argc, char** argv) {
     require_range("-h", c.hellaswag, 0, 1);
     require_range("-y", c.resume, 0, 1);
     require_range("-sh", c.shuffle, 0, 1);
+    require_range("-pt", c.phase_timing, 0, 1);
     require_range("-pn", c.num_processes, 1, 1 << 16);
     require_range("-pr", c.process_rank, 0, c.num_processes - 1);
     require_range("-pp", c.port, 1, 65535);
@@ -575,6 +579,11 @@ int main(int argc, char** argv) {
     int timed_steps = 0;
     GpuMonitor gpu_monitor;
     if (c.gpu_log_every > 0) gpu_monitor_init(&gpu_monitor);
+    PhaseTimer phase_timer;
+    if (c.phase_timing) {
+        phase_timer_init(&phase_timer);
+        model.timer = &phase_timer;
+    }
 
     for (int step = tr.start_step; step <= tr.train_num_batches; step++) {
         const bool last_step = step == tr.train_num_batches;
@@ -592,6 +601,7 @@ int main(int argc, char** argv) {
         if (last_step) break;
 
         // ---- one optimizer step ----
+        phase_timer_end_step(model.timer, model.stream, false);  // drop what val/eval/sampling recorded
         cudaCheck(cudaEventRecord(start_ev, model.stream));
         gpt2_zero_grad(&model);
         for (int micro = 0; micro < tr.grad_accum; micro++) {
@@ -619,6 +629,7 @@ int main(int argc, char** argv) {
         }
         cudaCheck(cudaEventRecord(end_ev, model.stream));
         cudaCheck(cudaEventSynchronize(end_ev));
+        phase_timer_end_step(model.timer, model.stream, step > tr.start_step + 1);  // first two steps: warm-up
         float ms = 0.0f;
         cudaCheck(cudaEventElapsedTime(&ms, start_ev, end_ev));
         if (step > tr.start_step) {  // the first step includes one-time set-up costs
@@ -644,6 +655,11 @@ int main(int argc, char** argv) {
                c.total_batch / (total_ms / timed_steps / 1000.0), (total_b - free_b) / 1073741824.0);
     }
 
+    if (model.timer) {
+        if (is_rank0(tr)) phase_timer_print(model.timer);
+        phase_timer_free(model.timer);
+        model.timer = nullptr;
+    }
     cudaCheck(cudaEventDestroy(start_ev));
     cudaCheck(cudaEventDestroy(end_ev));
     logger_free(&tr.logger);

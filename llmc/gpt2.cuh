@@ -35,6 +35,7 @@
 #include "llmc/layernorm.cuh"
 #include "llmc/matmul.cuh"
 #include "llmc/model_file.h"
+#include "llmc/phase_timer.h"
 #include "llmc/zero.cuh"
 #ifdef ENABLE_CUDNN
 #include "llmc/cudnn_att.h"
@@ -176,6 +177,7 @@ struct GPT2 {
     uint64_t rng_state = 13371337;  // seeds of stochastic rounding; advanced every backward and update
     uint64_t rng_state_last_update = 0;  // rng_state when the last update began (state file slots 22-23)
     cudaStream_t stream = nullptr;
+    PhaseTimer* timer = nullptr;    // -pt 1: per-phase GPU timing (nullptr: off)
 };
 
 inline void gpt2_set_param_pointers(ParameterTensors* t, floatX* base, const size_t sizes[NUM_PARAMETER_TENSORS]) {
@@ -415,6 +417,8 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     const bool gelu_per_layer = model->opt.recompute < 1;
 
     cudaCheck(cudaStreamSynchronize(s));  // the pinned staging buffers may still feed an earlier copy
+    PhaseTimer* tm = model->timer;
+    phase_mark(tm, "inputs H2D", s);
     memcpy(model->inputs_host, inputs, BT * sizeof(int));
     cudaCheck(cudaMemcpyAsync(model->inputs, model->inputs_host, BT * sizeof(int), cudaMemcpyHostToDevice, s));
     if (targets) {
@@ -422,8 +426,10 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         cudaCheck(cudaMemcpyAsync(model->targets, model->targets_host, BT * sizeof(int), cudaMemcpyHostToDevice, s));
     }
 
+    phase_mark(tm, "encoder fwd", s);
     encoder_forward(a.encoded, model->inputs, p.wte, p.wpe, B, T, C, s);
     if (for_training) encoder_backward_prepare(&model->enc_ws, model->inputs_host, BT, s);
+    phase_mark(tm, "residual+layernorm fwd", s);
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C, s);
     for (int l = 0; l < L; l++) {
         const LayerView w = gpt2_layer_params(p, cfg, l);
@@ -438,18 +444,26 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         floatX* fch_gelu = gelu_per_layer ? a.fch_gelu + l * 4 * btc : a.fch_gelu;
         floatX* residual3 = a.residual3 + l * btc;
 
+        phase_mark(tm, "matmul qkv fwd", s);
         matmul_forward(qkv, nullptr, ln1, w.qkvw, w.qkvb, BT, C, 3 * C, s);
+        phase_mark(tm, "attention fwd", s);
         gpt2_attention_forward(atty, lse, qkv, B, T, C, NH, s);
+        phase_mark(tm, "matmul attproj fwd", s);
         matmul_forward(a.scratch_btc, nullptr, atty, w.attprojw, w.attprojb, BT, C, C, s);
+        phase_mark(tm, "residual+layernorm fwd", s);
         fused_residual_forward(residual2, ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, residual, a.scratch_btc,
                                w.ln2w, w.ln2b, BT, C, s);
+        phase_mark(tm, "matmul fc fwd", s);
         if (model->opt.gelu_fusion >= 1) {
             matmul_forward(fch_gelu, fch, ln2, w.fcw, w.fcb, BT, C, 4 * C, s);
         } else {
             matmul_forward(fch, nullptr, ln2, w.fcw, w.fcb, BT, C, 4 * C, s);
+            phase_mark(tm, "gelu fwd", s);
             gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, s);
         }
+        phase_mark(tm, "matmul fcproj fwd", s);
         matmul_forward(a.scratch_btc, nullptr, fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, s);
+        phase_mark(tm, "residual+layernorm fwd", s);
         // residual add fused with the NEXT LayerNorm: ln1 of layer l+1, or the final one
         if (l + 1 < L) {
             const LayerView next = gpt2_layer_params(p, cfg, l + 1);
@@ -461,10 +475,12 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
                                    p.lnfb, BT, C, s);
         }
     }
+    phase_mark(tm, "lm head fwd", s);
     matmul_forward(a.output, nullptr, a.lnf, p.wte, nullptr, BT, C, Vp, s);
 
     if (targets) {
         const float dloss = 1.0f / ((float)BT * grad_accum_steps);
+        phase_mark(tm, "classifier", s);
         fused_classifier(a.output, a.losses, model->targets, dloss, BT, V, Vp, for_training, s);
     }
 }
@@ -509,10 +525,13 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     floatX* dresidual = a.scratch_btc;  // gradient of the residual stream (+=)
     floatX* dl_btc = a.scratch_btc2;
     floatX* dl_bt4c = a.scratch_bt4c;
+    PhaseTimer* tm = model->timer;
+    phase_mark(tm, "lm head bwd", s);
     cudaCheck(cudaMemsetAsync(dresidual, 0, btc * sizeof(floatX), s));
 
     // LM head (tied to wte) and the final LayerNorm
     matmul_backward(dl_btc, g.wte, nullptr, scratch, a.output, a.lnf, p.wte, nullptr, BT, C, Vp, s);
+    phase_mark(tm, "layernorm bwd", s);
     layernorm_backward(dresidual, g.lnfw, g.lnfb, scratch, dl_btc, a.residual3 + (L - 1) * btc, p.lnfw, a.lnf_mean,
                        a.lnf_rstd, BT, C, s);
 
@@ -547,21 +566,31 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         floatX* fch_gelu = gelu_per_layer ? a.fch_gelu + l * 4 * btc : a.fch_gelu;
 
         // MLP: recompute what was not kept
+        phase_mark(tm, "recompute (gelu, layernorm)", s);
         if (!gelu_per_layer) gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, s);
         if (!ln_per_layer) layernorm_recompute(ln2, residual2, ln2_mean, ln2_rstd, w.ln2w, w.ln2b, BT, C, s);
         const bool fused_dgelu = model->opt.gelu_fusion >= 2;
+        phase_mark(tm, "matmul fcproj bwd", s);
         matmul_backward(dl_bt4c, dfcprojw, dfcprojb, scratch, dresidual, fch_gelu, w.fcprojw,
-                        fused_dgelu ? fch : nullptr, BT, 4 * C, C, s);
+                        fused_dgelu ? fch : nullptr, BT, 4 * C, C, s, tm);
+        phase_mark(tm, "gelu bwd", s);
         if (!fused_dgelu) gelu_backward(dl_bt4c, fch, dl_bt4c, (size_t)BT * 4 * C, s);
-        matmul_backward(dl_btc, dfcw, dfcb, scratch, dl_bt4c, ln2, w.fcw, nullptr, BT, C, 4 * C, s);
+        phase_mark(tm, "matmul fc bwd", s);
+        matmul_backward(dl_btc, dfcw, dfcb, scratch, dl_bt4c, ln2, w.fcw, nullptr, BT, C, 4 * C, s, tm);
+        phase_mark(tm, "layernorm bwd", s);
         layernorm_backward(dresidual, dln2w, dln2b, scratch, dl_btc, residual2, w.ln2w, ln2_mean, ln2_rstd, BT, C, s);
 
         // attention
-        matmul_backward(dl_btc, dattprojw, dattprojb, scratch, dresidual, atty, w.attprojw, nullptr, BT, C, C, s);
+        phase_mark(tm, "matmul attproj bwd", s);
+        matmul_backward(dl_btc, dattprojw, dattprojb, scratch, dresidual, atty, w.attprojw, nullptr, BT, C, C, s, tm);
         floatX* dqkv = dl_bt4c;  // (B, T, 3C) fits in the 4C scratch
+        phase_mark(tm, "attention bwd", s);
         gpt2_attention_backward(dqkv, scratch, dl_btc, qkv, atty, lse, B, T, C, NH, s);
+        phase_mark(tm, "recompute (gelu, layernorm)", s);
         if (!ln_per_layer) layernorm_recompute(ln1, residual, ln1_mean, ln1_rstd, w.ln1w, w.ln1b, BT, C, s);
-        matmul_backward(dl_btc, dqkvw, dqkvb, scratch, dqkv, ln1, w.qkvw, nullptr, BT, C, 3 * C, s);
+        phase_mark(tm, "matmul qkv bwd", s);
+        matmul_backward(dl_btc, dqkvw, dqkvb, scratch, dqkv, ln1, w.qkvw, nullptr, BT, C, 3 * C, s, tm);
+        phase_mark(tm, "layernorm bwd", s);
         layernorm_backward(dresidual, dln1w, dln1b, scratch, dl_btc, residual, w.ln1w, ln1_mean, ln1_rstd, BT, C, s);
         if (last_micro_step && model->mp->zero_stage == 0) {
             floatX* layer_grads[] = {dln1w, dln1b, dqkvw, dqkvb, dattprojw, dattprojb,
@@ -571,23 +600,27 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         }
     }
     const uint32_t seed = random_u32(&model->rng_state);
+    phase_mark(tm, "encoder bwd", s);
     encoder_backward(g.wte, g.wpe, &model->enc_ws, dresidual, B, T, C, seed, s);
     if (last_micro_step && model->mp->zero_stage == 0) {
         floatX* rest[] = {g.wte, g.wpe, g.lnfw, g.lnfb};
         const size_t counts[] = {model->param_sizes[0], model->param_sizes[1], model->param_sizes[14], model->param_sizes[15]};
         multi_gpu_async_reduce(rest, counts, 4, model->mp, s);
     }
+    phase_mark(tm, "idle (host work, syncs)", s);
 }
 
 // Completes the cross-process gradient reduction of an optimizer step (after its last backward):
 // ZeRO-1 reduce-scatters the whole padded buffer; then the compute stream waits for NCCL.
 inline void gpt2_reduce_gradients(GPT2* model) {
+    phase_mark(model->timer, "gradient reduction (NCCL)", model->stream);
     if (model->mp->zero_stage == 1) {
         floatX* all[] = {model->grads_memory};
         const size_t counts[] = {model->num_parameters};
         multi_gpu_async_reduce(all, counts, 1, model->mp, model->stream);
     }
     multi_gpu_wait(model->mp, model->stream);
+    phase_mark(model->timer, "idle (host work, syncs)", model->stream);
 }
 
 // ----------------------------------------------------------------------------
@@ -599,9 +632,11 @@ inline float gpt2_grad_norm(GPT2* model) {
     float* partials = model->scratch_f32;
     float* out = model->scratch_f32 + GLOBAL_NORM_BLOCKS;
     const Shard sh = model->shard;
+    phase_mark(model->timer, "grad norm", model->stream);
     global_norm_squared(out, partials, model->grads_memory + sh.offset, sh.size, model->stream);
     if (model->mp->zero_stage == 1) multi_gpu_all_reduce_f32(out, 1, MultiGpuOp::sum, model->mp, model->stream);
     cudaCheck(cudaMemcpyAsync(model->norm_host, out, sizeof(float), cudaMemcpyDeviceToHost, model->stream));
+    phase_mark(model->timer, "idle (host work, syncs)", model->stream);
     cudaCheck(cudaStreamSynchronize(model->stream));
     return sqrtf(*model->norm_host);
 }
@@ -614,6 +649,7 @@ inline void gpt2_update(GPT2* model, float lr, float weight_decay, float grad_sc
     const bool master = gpt2_uses_master_weights(model);
     const Shard sh = model->shard;
     model->rng_state_last_update = model->rng_state;
+    phase_mark(model->timer, "adamw", model->stream);
     if (master && !model->master_initialized) {
         copy_to_fp32(model->master_weights, model->params_memory + sh.offset, sh.size, model->stream);
         model->master_initialized = true;
@@ -636,8 +672,10 @@ inline void gpt2_update(GPT2* model, float lr, float weight_decay, float grad_sc
         }
         off += n;
     }
+    phase_mark(model->timer, "parameter all-gather (NCCL)", model->stream);
     multi_gpu_all_gather(model->params_memory, model->num_parameters, model->mp, model->stream);
     multi_gpu_wait(model->mp, model->stream);
+    phase_mark(model->timer, "idle (host work, syncs)", model->stream);
 }
 
 // Copies optimizer state to the host (for the state file): m, v and, if kept, master weights.

@@ -18,6 +18,7 @@
 #include <map>
 #include <tuple>
 #include "llmc/column_reduce.cuh"
+#include "llmc/phase_timer.h"
 
 constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;
 
@@ -146,10 +147,17 @@ inline void matmul_forward(floatX* out, floatX* pre_gelu, const floatX* inp, con
 
 // dinp = dout @ weight (times gelu'(dgelu_input) when given); dweight += dout^T inp; dbias += sum dout.
 // scratch: column_reduce_scratch_floats(N, OC) floats (only used when dbias != nullptr).
+// timer (optional, -pt 1): the bias reduction is charged to its own phase, the GEMMs to the phase
+// that was current when this was called.
 inline void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                             const floatX* inp, const floatX* weight, const floatX* dgelu_input, int N, int C, int OC,
-                            cudaStream_t stream) {
-    if (dbias) bias_backward(dbias, dout, scratch, N, OC, stream);
+                            cudaStream_t stream, PhaseTimer* timer = nullptr) {
+    if (dbias) {
+        const std::string gemm_phase = phase_timer_current(timer);
+        phase_mark(timer, "bias grads (column sums)", stream);
+        bias_backward(dbias, dout, scratch, N, OC, stream);
+        phase_mark(timer, gemm_phase.c_str(), stream);
+    }
     matmul_cublaslt(dinp, weight, dout, nullptr, const_cast<floatX*>(dgelu_input), C, N, OC, false, false,
                     dgelu_input ? MatmulEpilogue::DGelu : MatmulEpilogue::None, false, stream);
     matmul_cublaslt(dweight, inp, dout, nullptr, nullptr, C, OC, N, false, true, MatmulEpilogue::None, true, stream);
