@@ -605,7 +605,7 @@ int main(int argc, char** argv) {
         cudaCheck(cudaEventRecord(start_ev, model.stream));
         gpt2_zero_grad(&model);
         for (int micro = 0; micro < tr.grad_accum; micro++) {
-            if (c.overfit_single_batch == 0 || (step == 0 && micro == 0)) dataloader_next_batch(&tr.train_loader);
+            if (c.overfit_single_batch == 0 || (step == tr.start_step && micro == 0)) dataloader_next_batch(&tr.train_loader);
             gpt2_forward(&model, tr.train_loader.inputs, tr.train_loader.targets, c.B, c.T, true, tr.grad_accum);
             gpt2_backward(&model, c.B, c.T, micro == tr.grad_accum - 1);
         }
