@@ -69,10 +69,13 @@ if [ -f dev/cuda/Makefile ]; then
 fi
 
 echo "== trainer without a GPU: clear message, exit 1"
-make -B train_gpt2cu PRECISION=BF16 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/null 2>&1
+make train_gpt2cu PRECISION=BF16 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/null 2>&1
 expect_fail trainer-bad-flag "unknown flag -zz" ./train_gpt2cu -zz 1
 expect_fail trainer-bad-int "expects an integer" ./train_gpt2cu -b abc
 expect_fail trainer-no-data "matches no files" ./train_gpt2cu -i /nonexistent/shard_*.bin
+# the README's main job: prepares Tiny Shakespeare, then stops with a clear message (no GPU here)
+expect_fail quickstart-without-gpu "no NVIDIA GPU found" bash scripts/quickstart.sh
+run quickstart-prepared-data test -s dev/data/tinyshakespeare/tiny_shakespeare_train.bin -a -s gpt2_tokenizer.bin
 
 echo
 [ ${#failed_names[@]} -eq 0 ] || echo "failed: ${failed_names[*]}"
