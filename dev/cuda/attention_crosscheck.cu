@@ -1,0 +1,242 @@
+/*
+ * Cross-check of the two causal self-attention implementations on the SAME inputs: llmc/attention.cuh
+ * (attention_forward / attention_backward, the tensor-core kernels of bf16 builds) against
+ * llmc/cudnn_att.h (attention_forward_cudnn / attention_backward_cudnn), forward and backward.
+ * The third side, a PyTorch fp32/fp64 reference, is dev/cuda/attention_crosscheck.py, reading the
+ * files this program writes with --dump.
+ *
+ * Per shape (HS = 64; (B,T,NH) = (1,64,2), (4,256,4), (3,200,2), (8,1024,12), (2,2048,16)): fresh random
+ * qkv (B,T,3,NH,HS) with q, k ~ 1.5 N(0,1) (scaled scores of std ~2.25: the softmax is neither flat nor
+ * one-hot), v, dout ~ N(0,1), rounded to bf16; every output poisoned with 0xFF bytes (NaN) first.
+ * Compares attention.cuh against cuDNN for out, lse (cuDNN's stats), dq, dk, dv: max abs difference
+ * and rel L2 = ||attention.cuh - cudnn|| / ||cudnn||; a tensor passes when rel L2 < 1e-2 and both
+ * sides are all finite. Exit status 1 if any tensor fails (the dump files are still written).
+ *
+ * --dump DIR writes DIR/shape_<i>.bin (i = 0.. in the order above), little-endian:
+ *   header   256 x int32: [0] magic 20240611, [1] version 1, [2] B, [3] T, [4] NH, [5] HS,
+ *            [6] number of implementations (2: attention.cuh, then cudnn); the rest 0
+ *   qkv      uint16 bf16 bits, (B, T, 3, NH, HS)
+ *   dout     uint16 bf16 bits, (B, T, NH, HS)
+ *   then per implementation (attention.cuh first, cudnn second), as float32:
+ *     out    (B, T, NH, HS)      the bf16 output, widened
+ *     lse    (B, NH, T)          natural-log log-sum-exp of the scaled scores q.k / sqrt(HS)
+ *     dinp   (B, T, 3, NH, HS)   dq | dk | dv, the bf16 gradients, widened
+ *
+ * Usage: attention_crosscheck [--dump DIR] [--seed N]   (DIR must exist; default seed 42)
+ * Build: make USE_CUDNN=1 cudnn && make -C dev/cuda USE_CUDNN=1 attention_crosscheck
+ */
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "llmc/attention.cuh"
+#include "llmc/cudnn_att.h"
+
+static_assert(kFloatXIsBF16, "dev/cuda/attention_crosscheck.cu compares bf16 paths: build with -DENABLE_BF16");
+
+constexpr double kRelTol = 1e-2;
+constexpr int HS = ATT_HS;
+constexpr int kDumpMagic = 20240611;
+constexpr int kDumpVersion = 1;
+constexpr int kDumpHeaderInts = 256;
+
+struct Shape {
+    int B, T, NH;
+};
+
+// ----------------------------------------------------------------------------
+// inputs (host-generated, so the dump holds exactly what both implementations read)
+
+static float normal(uint64_t* state) {  // Box-Muller
+    const float u1 = std::max(random_f32(state), 1e-7f), u2 = random_f32(state);
+    return sqrtf(-2.f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+static void make_inputs(const Shape& s, uint64_t seed, std::vector<floatX>& qkv, std::vector<floatX>& dout) {
+    uint64_t state = rng_seed(seed, (uint64_t)s.B * 1000003u + s.T * 1009u + s.NH);
+    const size_t C = (size_t)s.NH * HS;
+    qkv.resize((size_t)s.B * s.T * 3 * C);
+    dout.resize((size_t)s.B * s.T * C);
+    for (size_t i = 0; i < qkv.size(); i++) {
+        const bool is_v = (i / C) % 3 == 2;
+        qkv[i] = __float2bfloat16(normal(&state) * (is_v ? 1.0f : 1.5f));
+    }
+    for (auto& x : dout) x = __float2bfloat16(normal(&state));
+}
+
+// ----------------------------------------------------------------------------
+// one implementation's outputs on the device, and their host copies as fp32
+
+struct Outputs {
+    std::vector<float> out, lse, dinp;
+};
+
+template <class T>
+static std::vector<float> download(const T* d, size_t n) {
+    std::vector<T> h(n);
+    cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; i++) f[i] = (float)h[i];
+    return f;
+}
+
+struct Buffers {
+    floatX *out = nullptr, *dinp = nullptr;
+    float *lse = nullptr, *scratch = nullptr;
+    size_t n_out, n_dinp, n_lse;
+    explicit Buffers(const Shape& s) {
+        n_out = (size_t)s.B * s.T * s.NH * HS;
+        n_dinp = 3 * n_out;
+        n_lse = (size_t)s.B * s.NH * s.T;
+        cudaCheck(cudaMalloc(&out, n_out * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&dinp, n_dinp * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&lse, n_lse * sizeof(float)));
+        cudaCheck(cudaMalloc(&scratch, n_lse * sizeof(float)));
+        // 0xFF bytes: NaN in bf16 and fp32, so an element left unwritten fails the finite check
+        cudaCheck(cudaMemset(out, 0xFF, n_out * sizeof(floatX)));
+        cudaCheck(cudaMemset(dinp, 0xFF, n_dinp * sizeof(floatX)));
+        cudaCheck(cudaMemset(lse, 0xFF, n_lse * sizeof(float)));
+        cudaCheck(cudaMemset(scratch, 0xFF, n_lse * sizeof(float)));
+    }
+    ~Buffers() {
+        cudaFreeCheck(&out);
+        cudaFreeCheck(&dinp);
+        cudaFreeCheck(&lse);
+        cudaFreeCheck(&scratch);
+    }
+    Outputs fetch() const { return {download(out, n_out), download(lse, n_lse), download(dinp, n_dinp)}; }
+};
+
+// ----------------------------------------------------------------------------
+// comparison
+
+// which = -1: the whole tensor; 0/1/2: the q/k/v third of each (b, t) row of a (B, T, 3, C) tensor
+static bool compare(const char* name, const std::vector<float>& a, const std::vector<float>& b, int which, int C) {
+    double max_abs = 0, sq_diff = 0, sq_ref = 0;
+    size_t nonfinite = 0, n = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (which >= 0 && (int)((i / C) % 3) != which) continue;
+        n++;
+        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) {
+            nonfinite++;
+            continue;
+        }
+        const double d = std::fabs((double)a[i] - b[i]);
+        max_abs = std::max(max_abs, d);
+        sq_diff += d * d;
+        sq_ref += (double)b[i] * b[i];
+    }
+    const double rel = std::sqrt(sq_diff / std::max(sq_ref, 1e-30));
+    const bool ok = nonfinite == 0 && rel < kRelTol;
+    printf("    %-4s rel L2 %.3e  max abs %.3e  %s", name, rel, max_abs, ok ? "ok" : "FAIL");
+    if (nonfinite) printf("  (%zu of %zu not finite)", nonfinite, n);
+    printf("\n");
+    return ok;
+}
+
+// ----------------------------------------------------------------------------
+// dump for the PyTorch side (layout: this file's top comment)
+
+static void write_dump(const std::string& path, const Shape& s, const std::vector<floatX>& qkv,
+                       const std::vector<floatX>& dout, const Outputs* impls, int num_impls) {
+    int header[kDumpHeaderInts] = {};
+    header[0] = kDumpMagic;
+    header[1] = kDumpVersion;
+    header[2] = s.B;
+    header[3] = s.T;
+    header[4] = s.NH;
+    header[5] = HS;
+    header[6] = num_impls;
+    static_assert(sizeof(floatX) == sizeof(uint16_t), "bf16 is dumped as its 16 bits");
+    FILE* fp = fopen_check(path.c_str(), "wb");
+    fwrite_check(header, sizeof(int), kDumpHeaderInts, fp, path.c_str());
+    fwrite_check(qkv.data(), sizeof(floatX), qkv.size(), fp, path.c_str());
+    fwrite_check(dout.data(), sizeof(floatX), dout.size(), fp, path.c_str());
+    for (int i = 0; i < num_impls; i++) {
+        fwrite_check(impls[i].out.data(), sizeof(float), impls[i].out.size(), fp, path.c_str());
+        fwrite_check(impls[i].lse.data(), sizeof(float), impls[i].lse.size(), fp, path.c_str());
+        fwrite_check(impls[i].dinp.data(), sizeof(float), impls[i].dinp.size(), fp, path.c_str());
+    }
+    fclose_check(fp, path.c_str());
+    printf("    wrote %s\n", path.c_str());
+}
+
+// ----------------------------------------------------------------------------
+
+static bool check_shape(const Shape& s, uint64_t seed, const char* dump_dir, int index) {
+    const int C = s.NH * HS;
+    printf("shape %d: B=%d T=%d NH=%d HS=%d\n", index, s.B, s.T, s.NH, HS);
+    std::vector<floatX> qkv_h, dout_h;
+    make_inputs(s, seed, qkv_h, dout_h);
+    floatX *inp, *dout;
+    cudaCheck(cudaMalloc(&inp, qkv_h.size() * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&dout, dout_h.size() * sizeof(floatX)));
+    cudaCheck(cudaMemcpy(inp, qkv_h.data(), qkv_h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(dout, dout_h.data(), dout_h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+
+    Outputs impls[2];
+    {
+        Buffers ours(s), cudnn(s);
+        attention_forward(ours.out, ours.lse, inp, s.B, s.T, C, s.NH, 0);
+        attention_backward(ours.dinp, ours.scratch, dout, inp, ours.out, ours.lse, s.B, s.T, C, s.NH, 0);
+        attention_forward_cudnn(cudnn.out, cudnn.lse, inp, s.B, s.T, s.NH, C, true, 0);
+        attention_backward_cudnn(cudnn.dinp, dout, inp, cudnn.out, cudnn.lse, s.B, s.T, s.NH, C, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        impls[0] = ours.fetch();
+        impls[1] = cudnn.fetch();
+    }
+    cudaFreeCheck(&inp);
+    cudaFreeCheck(&dout);
+
+    printf("  attention.cuh vs cudnn:\n");
+    bool ok = compare("out", impls[0].out, impls[1].out, -1, C);
+    ok = compare("lse", impls[0].lse, impls[1].lse, -1, C) && ok;
+    const char* names[3] = {"dq", "dk", "dv"};
+    for (int which = 0; which < 3; which++) ok = compare(names[which], impls[0].dinp, impls[1].dinp, which, C) && ok;
+    if (dump_dir != nullptr) {
+        write_dump(std::string(dump_dir) + "/shape_" + std::to_string(index) + ".bin", s, qkv_h, dout_h, impls, 2);
+    }
+    printf("  %s\n", ok ? "PASS" : "FAIL");
+    return ok;
+}
+
+int main(int argc, char** argv) {
+    const char* dump_dir = nullptr;
+    uint64_t seed = 42;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) {
+            dump_dir = argv[++i];
+        } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            char* end = nullptr;
+            seed = strtoull(argv[++i], &end, 10);
+            if (*end != '\0' || argv[i][0] == '\0') fatal("--seed '%s' must be an unsigned integer", argv[i]);
+        } else {
+            fatal("unknown or incomplete argument '%s'; usage: %s [--dump DIR] [--seed N]", argv[i], argv[0]);
+        }
+    }
+    if (dump_dir != nullptr) {  // fail before the slow part, not at the first write
+        const std::string probe = std::string(dump_dir) + "/.attention_crosscheck_probe";
+        FILE* fp = fopen(probe.c_str(), "wb");
+        if (fp == nullptr) fatal("--dump '%s': cannot write there (does the directory exist?): %s", dump_dir, strerror(errno));
+        fclose(fp);
+        remove(probe.c_str());
+    }
+
+    const cudaDeviceProp& prop = device_props();
+    printf("device: %s (sm_%d%d), seed %llu\n", prop.name, prop.major, prop.minor, (unsigned long long)seed);
+    create_cudnn();
+
+    const Shape shapes[] = {{1, 64, 2}, {4, 256, 4}, {3, 200, 2}, {8, 1024, 12}, {2, 2048, 16}};
+    const int num_shapes = sizeof(shapes) / sizeof(shapes[0]);
+    int failed = 0;
+    for (int i = 0; i < num_shapes; i++) failed += check_shape(shapes[i], seed, dump_dir, i) ? 0 : 1;
+
+    destroy_cudnn();
+    printf("%s: %d of %d shapes failed (attention.cuh vs cudnn, rel L2 < %.0e)\n", failed ? "FAIL" : "PASS", failed,
+           num_shapes, kRelTol);
+    if (dump_dir != nullptr) printf("next: python3 dev/cuda/attention_crosscheck.py %s\n", dump_dir);
+    return failed ? 1 : 0;
+}
