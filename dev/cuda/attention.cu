@@ -23,36 +23,15 @@
 #include <vector>
 
 #include "llmc/attention.cuh"
+#include "attention_inputs.h"
 
 static_assert(kFloatXIsBF16, "dev/cuda/attention.cu checks the bf16 tensor-core path: build with -DENABLE_BF16");
 
 constexpr double kRelTol = 1e-2;
 constexpr int HS = ATT_HS;
 
-struct Shape {
-    int B, T, NH;
-};
-
 // ----------------------------------------------------------------------------
-// inputs
-
-static float normal(uint64_t* state) {  // Box-Muller
-    const float u1 = std::max(random_f32(state), 1e-7f), u2 = random_f32(state);
-    return sqrtf(-2.f * logf(u1)) * cosf(6.2831853f * u2);
-}
-
-// qkv (B,T,3,NH,HS) and dout (B,T,NH,HS), as bf16 and as the exact float value of each bf16
-static void make_inputs(const Shape& s, uint64_t seed, std::vector<floatX>& qkv, std::vector<floatX>& dout) {
-    uint64_t state = rng_seed(seed, (uint64_t)s.B * 1000003u + s.T * 1009u + s.NH);
-    const size_t C = (size_t)s.NH * HS;
-    qkv.resize((size_t)s.B * s.T * 3 * C);
-    dout.resize((size_t)s.B * s.T * C);
-    for (size_t i = 0; i < qkv.size(); i++) {
-        const bool is_v = (i / C) % 3 == 2;
-        qkv[i] = __float2bfloat16(normal(&state) * (is_v ? 1.0f : 1.5f));
-    }
-    for (auto& x : dout) x = __float2bfloat16(normal(&state));
-}
+// inputs (make_inputs: attention_inputs.h)
 
 // hash-based pseudo-normal fill for the timing runs (values only need to be realistic)
 __global__ void fill_kernel(floatX* p, size_t n, uint32_t seed, float scale) {

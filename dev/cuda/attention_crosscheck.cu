@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "llmc/attention.cuh"
+#include "attention_inputs.h"  // host-generated inputs: the dump holds exactly what both implementations read
 #include "llmc/cudnn_att.h"
 
 static_assert(kFloatXIsBF16, "dev/cuda/attention_crosscheck.cu compares bf16 paths: build with -DENABLE_BF16");
@@ -42,30 +43,6 @@ constexpr int HS = ATT_HS;
 constexpr int kDumpMagic = 20240611;
 constexpr int kDumpVersion = 1;
 constexpr int kDumpHeaderInts = 256;
-
-struct Shape {
-    int B, T, NH;
-};
-
-// ----------------------------------------------------------------------------
-// inputs (host-generated, so the dump holds exactly what both implementations read)
-
-static float normal(uint64_t* state) {  // Box-Muller
-    const float u1 = std::max(random_f32(state), 1e-7f), u2 = random_f32(state);
-    return sqrtf(-2.f * logf(u1)) * cosf(6.2831853f * u2);
-}
-
-static void make_inputs(const Shape& s, uint64_t seed, std::vector<floatX>& qkv, std::vector<floatX>& dout) {
-    uint64_t state = rng_seed(seed, (uint64_t)s.B * 1000003u + s.T * 1009u + s.NH);
-    const size_t C = (size_t)s.NH * HS;
-    qkv.resize((size_t)s.B * s.T * 3 * C);
-    dout.resize((size_t)s.B * s.T * C);
-    for (size_t i = 0; i < qkv.size(); i++) {
-        const bool is_v = (i / C) % 3 == 2;
-        qkv[i] = __float2bfloat16(normal(&state) * (is_v ? 1.0f : 1.5f));
-    }
-    for (auto& x : dout) x = __float2bfloat16(normal(&state));
-}
 
 // ----------------------------------------------------------------------------
 // one implementation's outputs on the device, and their host copies as fp32

@@ -14,30 +14,14 @@
 
 namespace {
 
-std::string repo_root() {
-    char buf[4096];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n <= 0) return ".";
-    buf[n] = '\0';
-    std::string p(buf);   // <repo>/build/host/tests/<test>
-    for (int up = 0; up < 4; up++) p = p.substr(0, p.rfind('/'));
-    return p;
-}
-
 bool has_vocab(const std::string& dir) {
     return access((dir + "/encoder.json").c_str(), R_OK) == 0 && access((dir + "/vocab.bpe").c_str(), R_OK) == 0;
-}
-
-std::string vocab_dir() {
-    const char* env = getenv("GPT2_VOCAB_DIR");
-    if (env != nullptr && env[0] != '\0') return env;
-    return repo_root() + "/../shared/data/gpt2";
 }
 
 // Loaded once for all tests; nullptr if the vocabulary is missing (every test then fails).
 const Gpt2Bpe* bpe() {
     static Gpt2Bpe* loaded = [] {
-        std::string dir = vocab_dir();
+        std::string dir = test_vocab_dir();
         if (!has_vocab(dir)) return (Gpt2Bpe*)nullptr;
         Gpt2Bpe* b = new Gpt2Bpe();
         gpt2_bpe_load(b, dir);
@@ -46,7 +30,7 @@ const Gpt2Bpe* bpe() {
     return loaded;
 }
 
-#define REQUIRE_VOCAB() ASSERT_NE(bpe(), nullptr) << "GPT-2 vocabulary not found in '" << vocab_dir() \
+#define REQUIRE_VOCAB() ASSERT_NE(bpe(), nullptr) << "GPT-2 vocabulary not found in '" << test_vocab_dir() \
                                                   << "': set GPT2_VOCAB_DIR"
 
 std::vector<uint32_t> encode(const std::string& s) {
@@ -114,7 +98,7 @@ TEST(Gpt2Bpe, MatchesTiktokenOnPatternEdgeCases) {
 
 TEST(Gpt2Bpe, TinyShakespeare) {
     REQUIRE_VOCAB();
-    std::string text = read_file(vocab_dir() + "/../tinyshakespeare.txt");
+    std::string text = read_file(test_vocab_dir() + "/../tinyshakespeare.txt");
     ASSERT_EQ(text.size(), 1115394u) << "tinyshakespeare.txt not found next to the vocabulary directory";
     std::vector<uint32_t> ids = encode(text);
     EXPECT_EQ(ids.size(), 338025u);
@@ -254,7 +238,7 @@ TEST(Gpt2Bpe, BadVocabularyFailsWithOneMessage) {
     TempDir tmp("test_gpt2_bpe");
     const std::string& dir = tmp.path;
     EXPECT_EXIT(gpt2_vocab_dir_find(dir.c_str()), testing::ExitedWithCode(1), "does not hold encoder.json");
-    std::string enc = read_file(vocab_dir() + "/encoder.json"), merges = read_file(vocab_dir() + "/vocab.bpe");
+    std::string enc = read_file(test_vocab_dir() + "/encoder.json"), merges = read_file(test_vocab_dir() + "/vocab.bpe");
     write_file(dir + "/encoder.json", "{not json");
     write_file(dir + "/vocab.bpe", merges);
     EXPECT_EXIT({ Gpt2Bpe b; gpt2_bpe_load(&b, dir); }, testing::ExitedWithCode(1), "encoder.json' is not a JSON object");

@@ -12,25 +12,9 @@
 
 namespace {
 
-std::string repo_root() {
-    char buf[4096];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n <= 0) return ".";
-    buf[n] = '\0';
-    std::string p(buf);   // <repo>/build/host/tests/<test>
-    for (int up = 0; up < 4; up++) p = p.substr(0, p.rfind('/'));
-    return p;
-}
-
-std::string vocab_dir() {
-    const char* env = getenv("GPT2_VOCAB_DIR");
-    if (env != nullptr && env[0] != '\0') return env;
-    return repo_root() + "/../shared/data/gpt2";
-}
-
 const Gpt2Bpe* bpe() {
     static Gpt2Bpe* loaded = [] {
-        std::string dir = vocab_dir();
+        std::string dir = test_vocab_dir();
         if (access((dir + "/encoder.json").c_str(), R_OK) != 0 || access((dir + "/vocab.bpe").c_str(), R_OK) != 0) {
             return (Gpt2Bpe*)nullptr;
         }
@@ -41,7 +25,7 @@ const Gpt2Bpe* bpe() {
     return loaded;
 }
 
-#define REQUIRE_VOCAB() ASSERT_NE(bpe(), nullptr) << "GPT-2 vocabulary not found in '" << vocab_dir() \
+#define REQUIRE_VOCAB() ASSERT_NE(bpe(), nullptr) << "GPT-2 vocabulary not found in '" << test_vocab_dir() \
                                                   << "': set GPT2_VOCAB_DIR"
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
@@ -196,7 +180,7 @@ TEST(Shards, OutputDoesNotDependOnThreads) {
     for (int i = 0; i < 300; i++) {
         docs.push_back("Document " + std::to_string(i) + ": " + DOCS[i % DOCS.size()].substr(0, 20 + i % 7));
     }
-    std::string big = read_file(vocab_dir() + "/../tinyshakespeare.txt");
+    std::string big = read_file(test_vocab_dir() + "/../tinyshakespeare.txt");
     ASSERT_FALSE(big.empty()) << "tinyshakespeare.txt not found next to the vocabulary directory";
     big += big;
     docs.insert(docs.begin() + 150, big);
@@ -392,7 +376,7 @@ TEST(Tools, Gpt2tokRoundTripsAnyBytes) {
     TempDir tmp("test_prepare_dataset");
     std::string bytes = "Hello \xff\xfe world\r\n\xe2\x82 \xf0\x9f\x98\x80 end";
     std::string in = tmp.write("in.bin", bytes);
-    std::string vocab = " --vocab '" + vocab_dir() + "' ";
+    std::string vocab = " --vocab '" + test_vocab_dir() + "' ";
     ToolRun enc = run_tool(tool("gpt2tok") + vocab + "encode '" + in + "'");
     ASSERT_EQ(enc.code, 0) << enc.err;
     std::string ids = tmp.write("ids.txt", enc.out);
@@ -409,7 +393,7 @@ TEST(Tools, BadInputsExitWithOneMessage) {
     REQUIRE_VOCAB();
     REQUIRE_TOOLS();
     TempDir tmp("test_prepare_dataset");
-    std::string vocab = " --vocab '" + vocab_dir() + "' ";
+    std::string vocab = " --vocab '" + test_vocab_dir() + "' ";
     struct Expect { std::string cmd, message; };
     const std::vector<Expect> cases = {
         {tool("prepare_dataset") + "shards" + vocab + "-o '" + tmp.path + "' '" + tmp.path + "/missing.txt'",

@@ -4,6 +4,8 @@
  *    object goes out of scope. Death-test children leave it alone: they exit without unwinding.
  *  - read_file / read_bytes: a whole file as bytes; empty when the file is missing or unreadable.
  *  - write_file: replaces a file with the given bytes; aborts (a test bug) if it cannot be written.
+ *  - repo_root / test_vocab_dir: where the repo is (from the test binary's path) and the GPT-2
+ *    vocabulary the tokenizer tests use ($GPT2_VOCAB_DIR, else ../shared/data/gpt2 beside the repo).
  */
 #pragma once
 
@@ -14,6 +16,8 @@
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include <unistd.h>
 
 struct TempDir {
     std::string path;
@@ -82,4 +86,21 @@ inline std::string TempDir::write(const std::string& name, const std::string& by
     std::string p = file(name);
     write_file(p, bytes);
     return p;
+}
+
+// <repo> from /proc/self/exe = <repo>/build/host/tests/<test>; "." if unreadable.
+inline std::string repo_root() {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0) return ".";
+    buf[n] = '\0';
+    std::string p(buf);
+    for (int up = 0; up < 4; up++) p = p.substr(0, p.rfind('/'));
+    return p;
+}
+
+inline std::string test_vocab_dir() {
+    const char* env = getenv("GPT2_VOCAB_DIR");
+    if (env != nullptr && env[0] != '\0') return env;
+    return repo_root() + "/../shared/data/gpt2";
 }
