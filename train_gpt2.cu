@@ -640,9 +640,9 @@ int main(int argc, char** argv) {
         const double tok_per_s = tokens / (ms / 1000.0);
         const double mfu = tr.peak.flops > 0 ? 100.0 * flops_per_token * tok_per_s / c.num_processes / tr.peak.flops : 0.0;
         if (is_rank0(tr)) {
+            // the z-scores are nan until the 128-step window is full, printed "+nanz" as llm.c does
             printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n",
-                   step + 1, tr.train_num_batches, loss, std::isnan(zloss) ? 0.0 : zloss, norm,
-                   std::isnan(znorm) ? 0.0 : znorm, lr, ms, mfu, tok_per_s);
+                   step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s);
             fflush(stdout);
         }
         logger_log_train(&tr.logger, step + 1, loss, lr, norm);
