@@ -570,8 +570,8 @@ int main(int argc, char** argv) {
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
 
-    const double flops_per_token = 6.0 * model.num_parameters +
-                                   6.0 * model.config.num_layers * model.config.channels * c.T;
+    const double flops_per_token = gpt2_flops_per_token((double)model.num_parameters, model.config.num_layers,
+                                                        model.config.channels, c.T);
     cudaEvent_t start_ev, end_ev;
     cudaCheck(cudaEventCreate(&start_ev));
     cudaCheck(cudaEventCreate(&end_ev));
@@ -638,7 +638,7 @@ int main(int argc, char** argv) {
         }
         const double tokens = (double)c.total_batch;
         const double tok_per_s = tokens / (ms / 1000.0);
-        const double mfu = tr.peak.flops > 0 ? 100.0 * flops_per_token * tok_per_s / c.num_processes / tr.peak.flops : 0.0;
+        const double mfu = mfu_percent(flops_per_token, tok_per_s, c.num_processes, tr.peak.flops);
         if (is_rank0(tr)) {
             // the z-scores are nan until the 128-step window is full, printed "+nanz" as llm.c does
             printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n",

@@ -1,10 +1,8 @@
 /*
- * Model FLOPs utilisation and GPU monitoring.
+ * Model FLOPs utilisation and GPU monitoring on the device.
  *
- * gpu_peak_bf16_flops(props): the dense bf16 tensor-core peak of the current GPU. Known parts come
- * from the vendors' datasheets (H100 SXM and H200: 989 TFLOP/s; llm.c's table lacks the H200 and
- * prints -100%). Unknown parts get an estimate from SM count x boost clock x dense bf16 FLOPs per
- * SM per clock of the architecture, marked "(estimated)"; only pre-Ampere GPUs get 0 (MFU 0.0%).
+ * gpu_peak_bf16_flops(props): the dense bf16 peak of the current GPU (the table and the estimate for
+ * unknown GPUs are in llmc/gpu_peak.h, which has no CUDA dependency and is tested on the host).
  *
  * GpuMonitor (-lg): utilisation, SM clock, power, temperature, memory through NVML, loaded with
  * dlopen at run time so the trainer neither links against nor requires the driver's libnvidia-ml.
@@ -17,46 +15,15 @@
 #include <cstring>
 #include <string>
 
-struct GpuPeak {
-    double flops = 0.0;   // dense bf16 FLOP/s; 0 = unknown
-    std::string source;   // shown in the start-up table
-};
+#include "llmc/gpu_peak.h"
 
+// The peak of the current GPU: its name, architecture, SM count and clock, through llmc/gpu_peak.h.
 inline GpuPeak gpu_peak_bf16_flops(const cudaDeviceProp& props) {
-    struct Known { const char* name_part; const char* not_part; double tflops; };
-    // Order matters: the first match wins (PCIe variants before the plain name).
-    static const Known known[] = {
-        {"H200", nullptr, 989.4},      {"GH200", nullptr, 989.4},      {"H100 PCIe", nullptr, 756.0},
-        {"H100", nullptr, 989.4},      {"H800", nullptr, 989.4},       {"B200", nullptr, 2250.0},
-        {"A100", nullptr, 312.0},      {"A800", nullptr, 312.0},       {"L40S", nullptr, 362.05},
-        {"RTX 4090", nullptr, 165.2},  {"RTX 3090", nullptr, 71.0},    {"A6000", nullptr, 154.8},
-    };
-    GpuPeak p;
-    for (const Known& k : known) {
-        if (strstr(props.name, k.name_part) != nullptr) {
-            p.flops = k.tflops * 1e12;
-            char buf[96];
-            snprintf(buf, sizeof(buf), "%.1f (%s datasheet)", k.tflops, k.name_part);
-            p.source = buf;
-            return p;
-        }
+    int clock_khz = 0, dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev) != cudaSuccess) {
+        clock_khz = 0;
     }
-    // dense bf16 FLOPs per SM per clock (with fp32 accumulation) by architecture
-    double per_sm_clock = 0.0;
-    if (props.major == 8 && props.minor == 0) per_sm_clock = 2048;
-    else if (props.major == 8) per_sm_clock = 512;
-    else if (props.major == 9) per_sm_clock = 4096;
-    else if (props.major >= 10) per_sm_clock = 8192;
-    int clock_khz = 0;
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev) != cudaSuccess) clock_khz = 0;
-    p.flops = per_sm_clock * props.multiProcessorCount * clock_khz * 1e3;
-    char buf[96];
-    if (p.flops > 0) snprintf(buf, sizeof(buf), "%.1f (estimated from SMs x clock)", p.flops / 1e12);
-    else snprintf(buf, sizeof(buf), "unknown (MFU printed as 0)");
-    p.source = buf;
-    return p;
+    return gpu_peak_bf16(props.name, props.major, props.minor, props.multiProcessorCount, clock_khz);
 }
 
 // ----------------------------------------------------------------------------
