@@ -226,11 +226,8 @@ static bool check_shape(const Shape& s, uint64_t seed) {
     printf("B=%d T=%d NH=%d\n", s.B, s.T, s.NH);
     std::vector<floatX> qkv_h, dout_h;
     make_inputs(s, seed, qkv_h, dout_h);
-    floatX *inp, *dout;
-    cudaCheck(cudaMalloc(&inp, qkv_h.size() * sizeof(floatX)));
-    cudaCheck(cudaMalloc(&dout, dout_h.size() * sizeof(floatX)));
-    cudaCheck(cudaMemcpy(inp, qkv_h.data(), qkv_h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(dout, dout_h.data(), dout_h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+    floatX* inp = upload(qkv_h);
+    floatX* dout = upload(dout_h);
 
     Buffers tc(s), tc2(s), ref(s);
     tc.poison();

@@ -148,11 +148,8 @@ static bool check_shape(const Shape& s, uint64_t seed, const char* dump_dir, int
     printf("shape %d: B=%d T=%d NH=%d HS=%d\n", index, s.B, s.T, s.NH, HS);
     std::vector<floatX> qkv_h, dout_h;
     make_inputs(s, seed, qkv_h, dout_h);
-    floatX *inp, *dout;
-    cudaCheck(cudaMalloc(&inp, qkv_h.size() * sizeof(floatX)));
-    cudaCheck(cudaMalloc(&dout, dout_h.size() * sizeof(floatX)));
-    cudaCheck(cudaMemcpy(inp, qkv_h.data(), qkv_h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(dout, dout_h.data(), dout_h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+    floatX* inp = upload(qkv_h);
+    floatX* dout = upload(dout_h);
 
     Outputs impls[2];
     {

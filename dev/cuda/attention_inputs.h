@@ -31,3 +31,11 @@ static void make_inputs(const Shape& s, uint64_t seed, std::vector<floatX>& qkv,
     }
     for (auto& x : dout) x = __float2bfloat16(normal(&state));
 }
+
+// A device copy of a host vector (the caller frees it with cudaFreeCheck).
+static floatX* upload(const std::vector<floatX>& h) {
+    floatX* d = nullptr;
+    cudaCheck(cudaMalloc(&d, h.size() * sizeof(floatX)));
+    cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
+    return d;
+}

@@ -11,27 +11,11 @@
 #include "llmc/gpt2_bpe.h"
 #include "llmc/tokenizer.h"
 #include "test_util.h"
+#include "test_vocab.h"
 
 namespace {
 
-bool has_vocab(const std::string& dir) {
-    return access((dir + "/encoder.json").c_str(), R_OK) == 0 && access((dir + "/vocab.bpe").c_str(), R_OK) == 0;
-}
-
-// Loaded once for all tests; nullptr if the vocabulary is missing (every test then fails).
-const Gpt2Bpe* bpe() {
-    static Gpt2Bpe* loaded = [] {
-        std::string dir = test_vocab_dir();
-        if (!has_vocab(dir)) return (Gpt2Bpe*)nullptr;
-        Gpt2Bpe* b = new Gpt2Bpe();
-        gpt2_bpe_load(b, dir);
-        return b;
-    }();
-    return loaded;
-}
-
-#define REQUIRE_VOCAB() ASSERT_NE(bpe(), nullptr) << "GPT-2 vocabulary not found in '" << test_vocab_dir() \
-                                                  << "': set GPT2_VOCAB_DIR"
+const Gpt2Bpe* bpe() { return test_bpe(); }
 
 std::vector<uint32_t> encode(const std::string& s) {
     Gpt2Encoder enc;

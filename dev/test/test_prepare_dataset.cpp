@@ -9,24 +9,11 @@
 
 #include "dev/data/prepare_dataset.h"
 #include "test_util.h"
+#include "test_vocab.h"
 
 namespace {
 
-const Gpt2Bpe* bpe() {
-    static Gpt2Bpe* loaded = [] {
-        std::string dir = test_vocab_dir();
-        if (access((dir + "/encoder.json").c_str(), R_OK) != 0 || access((dir + "/vocab.bpe").c_str(), R_OK) != 0) {
-            return (Gpt2Bpe*)nullptr;
-        }
-        Gpt2Bpe* b = new Gpt2Bpe();
-        gpt2_bpe_load(b, dir);
-        return b;
-    }();
-    return loaded;
-}
-
-#define REQUIRE_VOCAB() ASSERT_NE(bpe(), nullptr) << "GPT-2 vocabulary not found in '" << test_vocab_dir() \
-                                                  << "': set GPT2_VOCAB_DIR"
+const Gpt2Bpe* bpe() { return test_bpe(); }
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
