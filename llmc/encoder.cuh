@@ -6,9 +6,12 @@
  *           dwpe(maxT,C) += sum over b of dout[b,t]                                (dwpe +=)
  *
  * The backward is deterministic and uses no float atomics: the host (which has the tokens anyway)
- * groups the positions of each distinct token (a counting sort, CSR layout) while the forward pass
- * runs on the GPU; one block then sums one token's positions in a fixed order in fp32 and does a
- * single read-modify-write of that wte row.
+ * groups the positions of each distinct token (a counting sort) while the forward pass runs on the
+ * GPU, and cuts each token's positions into segments of at most ENCODER_SEGMENT, so that a frequent
+ * token (a few percent of real text is "," or " the") is summed by many blocks instead of one long
+ * serial loop. One block per segment sums its positions in a fixed order in fp32; a token with a
+ * single segment is then written straight back (one read-modify-write of its wte row), the partial
+ * sums of a token with several segments go to fp32 scratch and a second kernel adds them in order.
  * In bf16 the row update uses stochastic rounding so small gradients accumulated over micro-steps
  * are not rounded away.
  */
@@ -42,6 +45,7 @@ __global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int
     float acc[x128::size];
     x128 old = load128(dwpe + idx);
     for (int k = 0; k < x128::size; k++) acc[k] = (float)old[k];
+#pragma unroll 8  // several loads in flight
     for (int b = 0; b < B; b++) {
         x128 d = load128cs(dout + (size_t)b * T * C + idx);
         for (int k = 0; k < x128::size; k++) acc[k] += (float)d[k];
@@ -51,23 +55,58 @@ __global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int
     store128(dwpe + idx, res);
 }
 
-// grid.x = number of distinct tokens; each thread handles 8 channels of the token's row
-__global__ void wte_backward_kernel(floatX* dwte, const floatX* dout, const int* bucket_tokens,
-                                    const int* bucket_offsets, const int* bucket_positions, int C, uint32_t seed) {
-    const int bucket = blockIdx.x;
-    const int token = bucket_tokens[bucket];
-    const int begin = bucket_offsets[bucket];
-    const int end = bucket_offsets[bucket + 1];
+constexpr int ENCODER_SEGMENT = 64;  // positions per block at most
+constexpr int ENCODER_ROW_GROUPS = 4;  // threadIdx.y: positions begin + y, begin + y + 4, ...
+
+// One segment of one token (int4: token, begin, end, slot) per block. blockDim = (column threads,
+// ENCODER_ROW_GROUPS); each row group sums every 4th position of the segment, then row group 0 adds
+// the 4 sums in order. slot < 0: the token has this one segment, dwte row += sum (stochastic
+// rounding); else partial[slot] = sum, for wte_combine_kernel.
+__global__ void wte_segment_kernel(floatX* dwte, float* partial, const floatX* dout, const int4* segments,
+                                   const int* positions, int C, uint32_t seed) {
+    extern __shared__ float sums[];  // (ENCODER_ROW_GROUPS, C)
+    const int4 seg = segments[blockIdx.x];
+    const int token = seg.x, begin = seg.y, end = seg.z, slot = seg.w;
     for (int c = threadIdx.x * x128::size; c < C; c += blockDim.x * x128::size) {
-        float acc[x128::size];
-        x128 old = load128(dwte + (size_t)token * C + c);
-        for (int k = 0; k < x128::size; k++) acc[k] = (float)old[k];
-        for (int i = begin; i < end; i++) {
-            x128 d = load128(dout + (size_t)bucket_positions[i] * C + c);
+        float acc[x128::size] = {};
+#pragma unroll 4
+        for (int i = begin + threadIdx.y; i < end; i += ENCODER_ROW_GROUPS) {
+            x128 d = load128(dout + (size_t)positions[i] * C + c);
             for (int k = 0; k < x128::size; k++) acc[k] += (float)d[k];
         }
-        x128 res;
-        for (int k = 0; k < x128::size; k++) stochastic_round(acc[k], &res[k], token * C + c + k, seed);
+        for (int k = 0; k < x128::size; k++) sums[threadIdx.y * C + c + k] = acc[k];
+    }
+    __syncthreads();
+    if (threadIdx.y != 0) return;
+    for (int c = threadIdx.x * x128::size; c < C; c += blockDim.x * x128::size) {
+        float acc[x128::size] = {};
+        for (int r = 0; r < ENCODER_ROW_GROUPS; r++) {  // fixed order
+            for (int k = 0; k < x128::size; k++) acc[k] += sums[r * C + c + k];
+        }
+        if (slot >= 0) {
+            for (int k = 0; k < x128::size; k++) partial[(size_t)slot * C + c + k] = acc[k];
+        } else {
+            x128 old = load128(dwte + (size_t)token * C + c), res;
+            for (int k = 0; k < x128::size; k++) {
+                stochastic_round((float)old[k] + acc[k], &res[k], token * C + c + k, seed);
+            }
+            store128(dwte + (size_t)token * C + c, res);
+        }
+    }
+}
+
+// One token with several segments (int4: token, first slot, number of slots, unused) per block:
+// dwte row += the segments' partial sums, added in segment order.
+__global__ void wte_combine_kernel(floatX* dwte, const float* partial, const int4* multi, int C, uint32_t seed) {
+    const int4 m = multi[blockIdx.x];
+    const int token = m.x, first = m.y, count = m.z;
+    for (int c = threadIdx.x * x128::size; c < C; c += blockDim.x * x128::size) {
+        float acc[x128::size] = {};
+        for (int s = first; s < first + count; s++) {
+            for (int k = 0; k < x128::size; k++) acc[k] += partial[(size_t)s * C + c + k];
+        }
+        x128 old = load128(dwte + (size_t)token * C + c), res;
+        for (int k = 0; k < x128::size; k++) stochastic_round((float)old[k] + acc[k], &res[k], token * C + c + k, seed);
         store128(dwte + (size_t)token * C + c, res);
     }
 }
@@ -75,26 +114,41 @@ __global__ void wte_backward_kernel(floatX* dwte, const floatX* dout, const int*
 // ----------------------------------------------------------------------------
 // host-side bucketing for the deterministic wte backward
 
-// Workspace owned by the model: pinned host staging + device arrays sized for B*T positions.
+// Workspace owned by the model: pinned host staging + device copies, sized for B*T positions.
+// Staging layout (ints): positions[BT, rounded up to 4] | segments[max_segments] (int4) | multi[max_multi] (int4).
 struct EncoderBackwardWorkspace {
-    int* host_buf = nullptr;    // pinned: tokens[BT] | offsets[BT+1] | positions[BT]
+    int* host_buf = nullptr;    // pinned
     int* device_buf = nullptr;  // same layout on the device
+    float* partial = nullptr;   // (max_slots, C) fp32 partial sums of tokens with several segments
     std::vector<int> counts;    // per vocab entry, host scratch
-    int capacity_bt = 0;
-    int num_buckets = 0;        // distinct tokens of the prepared batch
+    std::vector<int> tokens;    // distinct tokens in order of first occurrence, host scratch
+    int capacity_bt = 0, channels = 0;
+    int positions_ints = 0;  // capacity_bt rounded up to a multiple of 4: the int4 arrays after it are aligned
+    int max_segments = 0, max_multi = 0, max_slots = 0;
+    int num_segments = 0, num_multi = 0;  // of the prepared batch
 };
 
-inline void encoder_backward_workspace_init(EncoderBackwardWorkspace* ws, int BT, int Vp) {
-    const size_t n = (size_t)3 * BT + 1;
+// Bounds for BT positions: every token has one segment plus one per ENCODER_SEGMENT positions; a
+// token with n > ENCODER_SEGMENT positions has ceil(n / ENCODER_SEGMENT) < 2n / ENCODER_SEGMENT slots.
+inline void encoder_backward_workspace_init(EncoderBackwardWorkspace* ws, int BT, int Vp, int C) {
+    ws->capacity_bt = BT;
+    ws->positions_ints = ceil_div(BT, 4) * 4;
+    ws->channels = C;
+    ws->max_segments = BT + BT / ENCODER_SEGMENT + 1;
+    ws->max_multi = BT / (ENCODER_SEGMENT + 1) + 1;
+    ws->max_slots = 2 * BT / ENCODER_SEGMENT + 1;
+    const size_t n = (size_t)ws->positions_ints + 4 * ((size_t)ws->max_segments + ws->max_multi);
     cudaCheck(cudaMallocHost(&ws->host_buf, n * sizeof(int)));
     cudaCheck(cudaMalloc(&ws->device_buf, n * sizeof(int)));
+    cudaCheck(cudaMalloc(&ws->partial, (size_t)ws->max_slots * C * sizeof(float)));
     ws->counts.assign(Vp, 0);
-    ws->capacity_bt = BT;
+    ws->tokens.reserve(BT);
 }
 
 inline void encoder_backward_workspace_free(EncoderBackwardWorkspace* ws) {
     if (ws->host_buf) cudaCheck(cudaFreeHost(ws->host_buf));
     cudaFreeCheck(&ws->device_buf);
+    cudaFreeCheck(&ws->partial);
     ws->host_buf = nullptr;
 }
 
@@ -111,43 +165,70 @@ inline void encoder_forward(floatX* out, const int* inp, const floatX* wte, cons
 }
 
 // Host side of the backward, done while the forward runs (the tokens are known then): groups the
-// positions of each distinct token (counting sort, stable) into the pinned buffer and starts its
+// positions of each distinct token (counting sort, stable), cuts them into segments, and starts the
 // copy to the device on `stream`. Call after the previous micro-step's backward was queued and the
 // stream synchronized (gpt2_forward does both), so the pinned buffer is free to reuse.
 inline void encoder_backward_prepare(EncoderBackwardWorkspace* ws, const int* inputs_host, int BT,
                                      cudaStream_t stream) {
     if (BT > ws->capacity_bt) fatal("encoder_backward: B*T=%d exceeds workspace %d", BT, ws->capacity_bt);
-    int* tokens = ws->host_buf;
     std::vector<int>& counts = ws->counts;
-    int num_buckets = 0;
+    std::vector<int>& tokens = ws->tokens;
+    tokens.clear();
     for (int i = 0; i < BT; i++) {
-        if (counts[inputs_host[i]]++ == 0) tokens[num_buckets++] = inputs_host[i];
+        if (counts[inputs_host[i]]++ == 0) tokens.push_back(inputs_host[i]);
     }
-    int* offsets = tokens + num_buckets;
-    int* positions = offsets + num_buckets + 1;
-    offsets[0] = 0;
-    for (int b = 0; b < num_buckets; b++) {
-        offsets[b + 1] = offsets[b] + counts[tokens[b]];
-        counts[tokens[b]] = offsets[b];  // reuse as write cursor
+    int* positions = ws->host_buf;
+    int4* segments = reinterpret_cast<int4*>(positions + ws->positions_ints);
+    int4* multi = segments + ws->max_segments;
+    int begin = 0, num_segments = 0, num_multi = 0, num_slots = 0;
+    for (int token : tokens) {
+        const int n = counts[token];
+        const int pieces = ceil_div(n, ENCODER_SEGMENT);
+        if (pieces > 1) multi[num_multi++] = make_int4(token, num_slots, pieces, 0);
+        for (int p = 0; p < pieces; p++) {
+            const int b = begin + p * ENCODER_SEGMENT;
+            const int e = b + ENCODER_SEGMENT < begin + n ? b + ENCODER_SEGMENT : begin + n;
+            segments[num_segments++] = make_int4(token, b, e, pieces > 1 ? num_slots++ : -1);
+        }
+        counts[token] = begin;  // reuse as write cursor
+        begin += n;
     }
     for (int i = 0; i < BT; i++) positions[counts[inputs_host[i]]++] = i;
-    for (int b = 0; b < num_buckets; b++) counts[tokens[b]] = 0;  // reset for the next call
-    ws->num_buckets = num_buckets;
-    const size_t n = (size_t)2 * num_buckets + 1 + BT;
-    cudaCheck(cudaMemcpyAsync(ws->device_buf, ws->host_buf, n * sizeof(int), cudaMemcpyHostToDevice, stream));
+    for (int token : tokens) counts[token] = 0;  // reset for the next call
+    ws->num_segments = num_segments;
+    ws->num_multi = num_multi;
+    // positions, then the used parts of segments and multi (the layout has fixed offsets)
+    int* dev = ws->device_buf;
+    cudaCheck(cudaMemcpyAsync(dev, positions, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(dev + ws->positions_ints, segments, num_segments * sizeof(int4), cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(dev + ws->positions_ints + 4 * ws->max_segments, multi, num_multi * sizeof(int4),
+                              cudaMemcpyHostToDevice, stream));
 }
 
 // Needs encoder_backward_prepare for the same tokens earlier on the same stream.
 inline void encoder_backward(floatX* dwte, floatX* dwpe, const EncoderBackwardWorkspace* ws, const floatX* dout,
                              int B, int T, int C, uint32_t seed, cudaStream_t stream) {
+    if (C != ws->channels) fatal("encoder_backward: C=%d but the workspace was made for C=%d", C, ws->channels);
     const int wpe_block = 256;
     wpe_backward_kernel<<<ceil_div((long)T * C, (long)wpe_block * x128::size), wpe_block, 0, stream>>>(dwpe, dout, B, T, C, seed);
     cudaCheckLaunch();
-    const int num_buckets = ws->num_buckets;
-    const int* d_tokens = ws->device_buf;
-    const int* d_offsets = d_tokens + num_buckets;
-    const int* d_positions = d_offsets + num_buckets + 1;
-    const int block_size = C / x128::size >= 96 ? 96 : 32;
-    wte_backward_kernel<<<num_buckets, block_size, 0, stream>>>(dwte, dout, d_tokens, d_offsets, d_positions, C, seed);
-    cudaCheckLaunch();
+    const int* d_positions = ws->device_buf;
+    const int4* d_segments = reinterpret_cast<const int4*>(d_positions + ws->positions_ints);
+    const int4* d_multi = d_segments + ws->max_segments;
+    const int col_threads = C / x128::size >= 96 ? 96 : 32;
+    const size_t smem = (size_t)ENCODER_ROW_GROUPS * C * sizeof(float);
+    static size_t smem_enabled = 48 * 1024;  // the default limit; raised once for wide models
+    if (smem > smem_enabled) {
+        cudaCheck(cudaFuncSetAttribute(wte_segment_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        smem_enabled = smem;
+    }
+    if (ws->num_segments > 0) {
+        wte_segment_kernel<<<ws->num_segments, dim3(col_threads, ENCODER_ROW_GROUPS), smem, stream>>>(
+            dwte, ws->partial, dout, d_segments, d_positions, C, seed);
+        cudaCheckLaunch();
+    }
+    if (ws->num_multi > 0) {
+        wte_combine_kernel<<<ws->num_multi, col_threads, 0, stream>>>(dwte, ws->partial, d_multi, C, seed);
+        cudaCheckLaunch();
+    }
 }

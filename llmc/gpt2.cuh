@@ -321,7 +321,7 @@ inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
     cudaCheck(cudaMallocHost(&model->inputs_host, BT * sizeof(int)));
     cudaCheck(cudaMallocHost(&model->targets_host, BT * sizeof(int)));
     cudaCheck(cudaMallocHost(&model->losses_host, BT * sizeof(float)));
-    encoder_backward_workspace_init(&model->enc_ws, (int)BT, c.padded_vocab_size);
+    encoder_backward_workspace_init(&model->enc_ws, (int)BT, c.padded_vocab_size, c.channels);
 }
 
 // Largest micro-batch B (for this T) whose activations fit in `free_bytes`.
@@ -428,7 +428,6 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
 
     phase_mark(tm, "encoder fwd", s);
     encoder_forward(a.encoded, model->inputs, p.wte, p.wpe, B, T, C, s);
-    if (for_training) encoder_backward_prepare(&model->enc_ws, model->inputs_host, BT, s);
     phase_mark(tm, "residual+layernorm fwd", s);
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C, s);
     for (int l = 0; l < L; l++) {
@@ -483,6 +482,8 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         phase_mark(tm, "classifier", s);
         fused_classifier(a.output, a.losses, model->targets, dloss, BT, V, Vp, for_training, s);
     }
+    // the host groups the tokens for the embedding backward while the GPU runs the forward queued above
+    if (for_training) encoder_backward_prepare(&model->enc_ws, model->inputs_host, BT, s);
 }
 
 // Zero the per-token losses (start of an optimizer step or of an evaluation).
