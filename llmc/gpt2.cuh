@@ -533,8 +533,10 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     // LM head (tied to wte) and the final LayerNorm
     matmul_backward(dl_btc, g.wte, nullptr, scratch, a.output, a.lnf, p.wte, nullptr, BT, C, Vp, s);
     phase_mark(tm, "layernorm bwd", s);
+    // Each LayerNorm backward also sums the residual gradient it leaves behind over the rows: that is
+    // the bias gradient of the projection (fcproj, attproj) whose output was added to that residual.
     layernorm_backward(dresidual, g.lnfw, g.lnfb, scratch, dl_btc, a.residual3 + (L - 1) * btc, p.lnfw, a.lnf_mean,
-                       a.lnf_rstd, BT, C, s);
+                       a.lnf_rstd, BT, C, s, g.fcprojb + (size_t)(L - 1) * C);
 
     for (int l = L - 1; l >= 0; l--) {
         const LayerView w = gpt2_layer_params(p, cfg, l);
@@ -572,18 +574,19 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         if (!ln_per_layer) layernorm_recompute(ln2, residual2, ln2_mean, ln2_rstd, w.ln2w, w.ln2b, BT, C, s);
         const bool fused_dgelu = model->opt.gelu_fusion >= 2;
         phase_mark(tm, "matmul fcproj bwd", s);
-        matmul_backward(dl_bt4c, dfcprojw, dfcprojb, scratch, dresidual, fch_gelu, w.fcprojw,
+        matmul_backward(dl_bt4c, dfcprojw, nullptr, scratch, dresidual, fch_gelu, w.fcprojw,  // dfcprojb: LN bwd
                         fused_dgelu ? fch : nullptr, BT, 4 * C, C, s, tm);
         phase_mark(tm, "gelu bwd", s);
         if (!fused_dgelu) gelu_backward(dl_bt4c, fch, dl_bt4c, (size_t)BT * 4 * C, s);
         phase_mark(tm, "matmul fc bwd", s);
         matmul_backward(dl_btc, dfcw, dfcb, scratch, dl_bt4c, ln2, w.fcw, nullptr, BT, C, 4 * C, s, tm);
         phase_mark(tm, "layernorm bwd", s);
-        layernorm_backward(dresidual, dln2w, dln2b, scratch, dl_btc, residual2, w.ln2w, ln2_mean, ln2_rstd, BT, C, s);
+        layernorm_backward(dresidual, dln2w, dln2b, scratch, dl_btc, residual2, w.ln2w, ln2_mean, ln2_rstd, BT, C, s,
+                           dattprojb);
 
         // attention
         phase_mark(tm, "matmul attproj bwd", s);
-        matmul_backward(dl_btc, dattprojw, dattprojb, scratch, dresidual, atty, w.attprojw, nullptr, BT, C, C, s, tm);
+        matmul_backward(dl_btc, dattprojw, nullptr, scratch, dresidual, atty, w.attprojw, nullptr, BT, C, C, s, tm);
         floatX* dqkv = dl_bt4c;  // (B, T, 3C) fits in the 4C scratch
         phase_mark(tm, "attention bwd", s);
         gpt2_attention_backward(dqkv, scratch, dl_btc, qkv, atty, lse, B, T, C, NH, s);
@@ -592,7 +595,8 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         phase_mark(tm, "matmul qkv bwd", s);
         matmul_backward(dl_btc, dqkvw, dqkvb, scratch, dqkv, ln1, w.qkvw, nullptr, BT, C, 3 * C, s, tm);
         phase_mark(tm, "layernorm bwd", s);
-        layernorm_backward(dresidual, dln1w, dln1b, scratch, dl_btc, residual, w.ln1w, ln1_mean, ln1_rstd, BT, C, s);
+        layernorm_backward(dresidual, dln1w, dln1b, scratch, dl_btc, residual, w.ln1w, ln1_mean, ln1_rstd, BT, C, s,
+                           l > 0 ? g.fcprojb + (size_t)(l - 1) * C : nullptr);  // layer l-1's fcproj bias
         if (last_micro_step && model->mp->zero_stage == 0) {
             floatX* layer_grads[] = {dln1w, dln1b, dqkvw, dqkvb, dattprojw, dattprojb,
                                      dln2w, dln2b, dfcw,  dfcb,  dfcprojw,  dfcprojb};

@@ -6,6 +6,8 @@
  * fused_residual_forward: residual(N,C) = inp1 + inp2 (residual =), then LayerNorm of residual as above.
  * layernorm_backward:     dinp(N,C) += dL/dinp                                    (dinp +=, the residual stream)
  *                         dweight(C) += sum dout*norm, dbias(C) += sum dout       (parameter grads +=)
+ *                         dinp_colsum(C) += sum of the updated dinp rows          (optional, +=: the bias
+ *                         gradient of the matmul whose output was added to this residual)
  *                         one pass over the rows; deterministic per-block partial sums, no atomics
  * Statistics and all arithmetic in fp32; one warp per row.
  */
@@ -81,64 +83,126 @@ __global__ void layernorm_recompute_kernel(floatX* out, const floatX* inp, const
     store128(out + idx, o);
 }
 
-// LayerNorm backward in one pass over the rows. Warp per row:
+#ifndef LAYERNORM_BWD_ROWS_PER_WARP  // -D override for lab sweeps
+#define LAYERNORM_BWD_ROWS_PER_WARP 4
+#endif
+constexpr int LAYERNORM_BWD_ROWS = LAYERNORM_BWD_ROWS_PER_WARP;  // rows per warp in flight
+
+// LayerNorm backward in one pass over the rows. Warp per row (LAYERNORM_BWD_ROWS of them at a time):
 //   dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)),  dnorm = dout * weight
-// and the parameter gradients' per-block partial sums: each warp accumulates dout * norm and dout for
-// its rows into its own shared-memory copy of (C) floats, each lane only ever touching its own
-// channels (no atomics); the block then adds its warps' copies in a fixed order and writes
-// partial_dw / partial_db (gridDim.x, C). column_finish_kernel adds the blocks in order.
-__global__ void layernorm_backward_kernel(floatX* dinp, float* partial_dw, float* partial_db, const floatX* dout,
-                                          const floatX* inp, const floatX* weight, const float* mean,
-                                          const float* rstd, int N, int C) {
-    extern __shared__ float smem[];  // (warps, 2, C): dw then db per warp
+// and per-block partial sums of the column sums: dweight (dout * norm), dbias (dout) and, when
+// SumDinp, the updated dinp itself (the bias gradient of the matmul whose output was added to this
+// residual). Each warp accumulates its rows into its own shared-memory copy, and each lane only ever
+// touches its own channels, so no atomics are needed. The copy is stored transposed, channel
+// c = (j*32 + lane)*V + k at [(j*V + k)*32 + lane] (V = x128::size), so the 32 lanes of a warp hit 32
+// different banks (the row-major layout made every accumulator update an 8-way bank conflict). The
+// block then adds its warps' copies in a fixed order into partials (NACC, gridDim.x, C);
+// column_finish adds the blocks in order.
+
+template <bool SumDinp>
+__global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
+                                          const floatX* weight, const float* mean, const float* rstd, int N, int C,
+                                          int slots) {
+    constexpr int NACC = SumDinp ? 3 : 2;
+    constexpr int V = x128::size;
+    extern __shared__ float smem[];  // (warps, NACC, slots)
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
     const int num_warps = blockDim.x / WARP_SIZE;
-    float* my_dw = smem + (size_t)warp * 2 * C;
-    float* my_db = my_dw + C;
-    // zero this warp's copy; lanes then accumulate only into their own channels, so a warp barrier suffices
-    for (int c = lane; c < 2 * C; c += WARP_SIZE) my_dw[c] = 0.0f;
+    float* acc = smem + (size_t)warp * NACC * slots;
+    // slot i belongs to lane i % 32 (slots is a multiple of 32): each lane zeroes its own
+    for (int i = lane; i < NACC * slots; i += WARP_SIZE) acc[i] = 0.0f;
     __syncwarp();
+    float* acc_dw = acc;
+    float* acc_db = acc + slots;
+    float* acc_dr = acc + 2 * slots;  // only when SumDinp
     const int rows_per_block = ceil_div(N, gridDim.x);
     const int row_begin = blockIdx.x * rows_per_block;
     const int row_end = min(N, row_begin + rows_per_block);
-    for (int row = row_begin + warp; row < row_end; row += num_warps) {
-        const size_t off = (size_t)row * C;
-        const float m = mean[row], s = rstd[row];
-        float sum_dnorm = 0.f, sum_dnorm_norm = 0.f;
-        for (int c = lane * x128::size; c < C; c += WARP_SIZE * x128::size) {
-            x128 d = load128(dout + off + c), x = load128(inp + off + c), w = load128(weight + c);
-            for (int k = 0; k < x128::size; k++) {
-                const float norm = ((float)x[k] - m) * s;
-                const float dn = (float)d[k] * (float)w[k];
-                sum_dnorm += dn;
-                sum_dnorm_norm += dn * norm;
-                my_dw[c + k] += (float)d[k] * norm;
-                my_db[c + k] += (float)d[k];
+    // LAYERNORM_BWD_ROWS rows per warp at a time (rows r, r + num_warps, ...): more loads in flight,
+    // and one shared-memory update per channel for all of them. Missing rows (past the block's
+    // range) repeat the first row with weight 0 and are not stored.
+    constexpr int R = LAYERNORM_BWD_ROWS;
+    for (int row = row_begin + warp; row < row_end; row += R * num_warps) {
+        size_t off[R];
+        float m[R], s[R], wr[R], sum_dn[R], sum_dnn[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int rr = row + r * num_warps;
+            const bool valid = rr < row_end;
+            off[r] = (size_t)(valid ? rr : row) * C;
+            m[r] = mean[valid ? rr : row];
+            s[r] = rstd[valid ? rr : row];
+            wr[r] = valid ? 1.0f : 0.0f;
+            sum_dn[r] = 0.f;
+            sum_dnn[r] = 0.f;
+        }
+        for (int c = lane * V, j = 0; c < C; c += WARP_SIZE * V, j++) {
+            x128 d[R], x[R];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                d[r] = load128(dout + off[r] + c);
+                x[r] = load128(inp + off[r] + c);
+            }
+            const x128 w = load128(weight + c);
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                float dw = 0.f, db = 0.f;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float n = ((float)x[r][k] - m[r]) * s[r];
+                    const float dn = (float)d[r][k] * (float)w[k];
+                    sum_dn[r] += dn;
+                    sum_dnn[r] += dn * n;
+                    dw += wr[r] * ((float)d[r][k] * n);
+                    db += wr[r] * (float)d[r][k];
+                }
+                const int slot = (j * V + k) * WARP_SIZE + lane;
+                acc_dw[slot] += dw;
+                acc_db[slot] += db;
             }
         }
-        const float mean_dnorm = warp_reduce_sum(sum_dnorm) / C;
-        const float mean_dnorm_norm = warp_reduce_sum(sum_dnorm_norm) / C;
-        for (int c = lane * x128::size; c < C; c += WARP_SIZE * x128::size) {
-            x128 d = load128(dout + off + c), x = load128(inp + off + c), w = load128(weight + c);
-            x128 g = load128(dinp + off + c);
-            for (int k = 0; k < x128::size; k++) {
-                const float norm = ((float)x[k] - m) * s;
-                const float dn = (float)d[k] * (float)w[k];
-                g[k] = (floatX)((float)g[k] + s * (dn - mean_dnorm - norm * mean_dnorm_norm));
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            sum_dn[r] = warp_reduce_sum(sum_dn[r]) / C;    // now mean(dnorm)
+            sum_dnn[r] = warp_reduce_sum(sum_dnn[r]) / C;  // now mean(dnorm * norm)
+        }
+        for (int c = lane * V, j = 0; c < C; c += WARP_SIZE * V, j++) {
+            x128 d[R], x[R], g[R];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                d[r] = load128(dout + off[r] + c);
+                x[r] = load128(inp + off[r] + c);
+                g[r] = load128(dinp + off[r] + c);
             }
-            store128(dinp + off + c, g);
+            const x128 w = load128(weight + c);
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                float dr = 0.f;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float n = ((float)x[r][k] - m[r]) * s[r];
+                    const float dn = (float)d[r][k] * (float)w[k];
+                    g[r][k] = (floatX)((float)g[r][k] + s[r] * (dn - sum_dn[r] - n * sum_dnn[r]));
+                    dr += wr[r] * (float)g[r][k];
+                }
+                if constexpr (SumDinp) acc_dr[(j * V + k) * WARP_SIZE + lane] += dr;
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if (wr[r] != 0.0f) store128(dinp + off[r] + c, g[r]);
+            }
         }
     }
     __syncthreads();
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float dw = 0.f, db = 0.f;
-        for (int w = 0; w < num_warps; w++) {  // fixed order: deterministic
-            dw += smem[(size_t)w * 2 * C + c];
-            db += smem[(size_t)w * 2 * C + C + c];
+        const int j = c / (WARP_SIZE * V), lane_c = (c / V) % WARP_SIZE, k = c % V;
+        const int slot = (j * V + k) * WARP_SIZE + lane_c;
+        for (int a = 0; a < NACC; a++) {
+            float total = 0.f;
+            for (int w = 0; w < num_warps; w++) total += smem[((size_t)w * NACC + a) * slots + slot];  // fixed order
+            partials[((size_t)a * gridDim.x + blockIdx.x) * C + c] = total;
         }
-        partial_dw[(size_t)blockIdx.x * C + c] = dw;
-        partial_db[(size_t)blockIdx.x * C + c] = db;
     }
 }
 
@@ -174,35 +238,66 @@ inline void layernorm_recompute(floatX* out, const floatX* inp, const float* mea
     cudaCheckLaunch();
 }
 
-// Shape of the backward's grid: blocks of LAYERNORM_BWD_WARPS warps, about two blocks per SM (a
-// function of N and the SM count only, so results are reproducible on a given GPU).
-constexpr int LAYERNORM_BWD_WARPS = 8;  // 4 and 16 gave no gain in the lab; shared memory = 64 C bytes
+// Shape of the backward's grid: blocks of LAYERNORM_BWD_WARPS warps, as many as fit on the GPU at once
+// (a function of N, C and the GPU only, so results are reproducible on a given GPU).
+constexpr int LAYERNORM_BWD_WARPS = 8;
 
-inline int layernorm_backward_blocks(int N) {
-    const int blocks = 2 * device_props().multiProcessorCount;
+inline int layernorm_backward_slots(int C) { return ceil_div(C, WARP_SIZE * x128::size) * WARP_SIZE * x128::size; }
+
+inline size_t layernorm_backward_smem(int C, bool sum_dinp) {
+    return (size_t)LAYERNORM_BWD_WARPS * (sum_dinp ? 3 : 2) * layernorm_backward_slots(C) * sizeof(float);
+}
+
+template <bool SumDinp>
+inline int layernorm_backward_blocks_for(int N, int C) {
+    const size_t smem = layernorm_backward_smem(C, SumDinp);
+    static size_t smem_enabled = 48 * 1024;  // the default limit; raised once for wide models
+    if (smem > smem_enabled) {
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<SumDinp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem));
+        smem_enabled = smem;
+    }
+    static int per_sm = 0, per_sm_C = -1;  // blocks per SM for the last C asked about
+    if (per_sm_C != C) {
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layernorm_backward_kernel<SumDinp>,
+                                                                LAYERNORM_BWD_WARPS * WARP_SIZE, smem));
+        per_sm_C = C;
+    }
+    if (per_sm < 1) fatal("layernorm_backward: C=%d needs %zu bytes of shared memory per block, more than the GPU has", C, smem);
+    const int blocks = per_sm * device_props().multiProcessorCount;
     const int max_blocks = ceil_div(N, LAYERNORM_BWD_WARPS);  // at least one row per warp
     return blocks < max_blocks ? blocks : max_blocks;
 }
 
-inline size_t layernorm_backward_scratch_floats(int N, int C) { return (size_t)2 * layernorm_backward_blocks(N) * C; }
+inline int layernorm_backward_blocks(int N, int C, bool sum_dinp) {
+    return sum_dinp ? layernorm_backward_blocks_for<true>(N, C) : layernorm_backward_blocks_for<false>(N, C);
+}
 
-// scratch: layernorm_backward_scratch_floats(N, C) floats.
+inline size_t layernorm_backward_scratch_floats(int N, int C) {
+    const size_t with = (size_t)3 * layernorm_backward_blocks(N, C, true) * C;
+    const size_t without = (size_t)2 * layernorm_backward_blocks(N, C, false) * C;
+    return with > without ? with : without;
+}
+
+// scratch: layernorm_backward_scratch_floats(N, C) floats. dinp_colsum (optional, C): += the column
+// sums of dinp after the update, i.e. the bias gradient of the matmul whose output fed this residual.
 inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                                const floatX* inp, const floatX* weight, const float* mean, const float* rstd,
-                               int N, int C, cudaStream_t stream) {
+                               int N, int C, cudaStream_t stream, floatX* dinp_colsum = nullptr) {
     if (C % x128::size != 0) fatal("layernorm_backward: C=%d must be a multiple of %d", C, x128::size);
-    const int blocks = layernorm_backward_blocks(N);
-    const size_t smem = (size_t)LAYERNORM_BWD_WARPS * 2 * C * sizeof(float);
-    static size_t smem_enabled = 48 * 1024;  // the default limit; raised once for wide models
-    if (smem > smem_enabled) {
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        smem_enabled = smem;
+    const bool sum_dinp = dinp_colsum != nullptr;
+    const int blocks = layernorm_backward_blocks(N, C, sum_dinp);
+    const size_t smem = layernorm_backward_smem(C, sum_dinp);
+    const int slots = layernorm_backward_slots(C);
+    if (sum_dinp) {
+        layernorm_backward_kernel<true><<<blocks, LAYERNORM_BWD_WARPS * WARP_SIZE, smem, stream>>>(
+            dinp, scratch, dout, inp, weight, mean, rstd, N, C, slots);
+    } else {
+        layernorm_backward_kernel<false><<<blocks, LAYERNORM_BWD_WARPS * WARP_SIZE, smem, stream>>>(
+            dinp, scratch, dout, inp, weight, mean, rstd, N, C, slots);
     }
-    float* partial_dw = scratch;
-    float* partial_db = scratch + (size_t)blocks * C;
-    layernorm_backward_kernel<<<blocks, LAYERNORM_BWD_WARPS * WARP_SIZE, smem, stream>>>(
-        dinp, partial_dw, partial_db, dout, inp, weight, mean, rstd, N, C);
     cudaCheckLaunch();
-    column_finish(dweight, partial_dw, blocks, C, stream);
-    column_finish(dbias, partial_db, blocks, C, stream);
+    column_finish(dweight, scratch, blocks, C, stream);
+    column_finish(dbias, scratch + (size_t)blocks * C, blocks, C, stream);
+    if (sum_dinp) column_finish(dinp_colsum, scratch + (size_t)2 * blocks * C, blocks, C, stream);
 }

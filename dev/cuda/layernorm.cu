@@ -3,7 +3,8 @@
  *   layernorm_forward       out =, mean/rstd = (also with out == nullptr: statistics only)
  *   fused_residual_forward  residual = inp1 + inp2 (rounded to bf16 first, as the header says), then LN
  *   layernorm_recompute     out = from saved mean/rstd
- *   layernorm_backward      dinp +=, dweight +=, dbias += (per-block partials + llmc/column_reduce.cuh), deterministic
+ *   layernorm_backward      dinp +=, dweight +=, dbias +=, dinp_colsum += (per-block partials +
+ *                           llmc/column_reduce.cuh), deterministic; also without dinp_colsum
  * Outputs that are overwritten are poisoned first; accumulated ones start from random values. The
  * backward runs twice from the same state and must be bitwise equal. Exit status 1 if any check fails.
  */
@@ -133,25 +134,32 @@ static void run_shape(const Shape& s) {
         floatX* dinp1 = lab_alloc<floatX>(NC);
         floatX* dweight1 = lab_alloc<floatX>(C);
         floatX* dbias1 = lab_alloc<floatX>(C);
+        floatX* dcol = lab_alloc<floatX>(C);
+        floatX* dcol0 = lab_alloc<floatX>(C);
+        floatX* dcol1 = lab_alloc<floatX>(C);
         float* scratch = lab_alloc<float>(layernorm_backward_scratch_floats(N, C));
         fill_uniform(dout, NC, -1.f, 1.f);
         fill_uniform(dinp0, NC, -1.f, 1.f);  // all three accumulate (+=)
         fill_uniform(dweight0, C, -1.f, 1.f);
         fill_uniform(dbias0, C, -1.f, 1.f);
+        fill_uniform(dcol0, C, -1.f, 1.f);
         auto restore = [&] {
             copy_device(dinp, dinp0, NC);
             copy_device(dweight, dweight0, C);
             copy_device(dbias, dbias0, C);
+            copy_device(dcol, dcol0, C);
             poison(scratch, layernorm_backward_scratch_floats(N, C));  // partials must all be written before use
         };
         restore();
-        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);
+        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
         lab_sync();
 
         const std::vector<float> h_dout = download(dout, NC);
         const std::vector<float> h_dinp0 = download(dinp0, NC);
         const std::vector<float> h_dw0 = download(dweight0, C), h_db0 = download(dbias0, C);
         std::vector<double> ref_dinp(NC), ref_dw(h_dw0.begin(), h_dw0.end()), ref_db(h_db0.begin(), h_db0.end());
+        const std::vector<float> h_dcol0 = download(dcol0, C);
+        std::vector<double> ref_dcol(h_dcol0.begin(), h_dcol0.end());
         std::vector<double> norm(C), dnorm(C);
         for (int r = 0; r < N; r++) {
             double mean_dnorm = 0, mean_dnorm_norm = 0;
@@ -169,32 +177,48 @@ static void run_shape(const Shape& s) {
             for (int c = 0; c < C; c++) {
                 const size_t i = (size_t)r * C + c;
                 ref_dinp[i] = h_dinp0[i] + f_rstd[r] * (dnorm[c] - mean_dnorm - norm[c] * mean_dnorm_norm);
+                ref_dcol[c] += round_floatX((float)ref_dinp[i]);  // the kernel sums the stored (rounded) dinp
             }
         }
         check_close("layernorm_backward dinp += [" + shape + "]", download(dinp, NC), ref_dinp, TOL_BF16);
         check_close("layernorm_backward dweight += [" + shape + "]", download(dweight, C), ref_dw, TOL_BF16);
         check_close("layernorm_backward dbias += [" + shape + "]", download(dbias, C), ref_db, TOL_BF16);
+        check_close("layernorm_backward dinp_colsum += [" + shape + "]", download(dcol, C), ref_dcol, TOL_BF16);
 
         copy_device(dinp1, dinp, NC);
         copy_device(dweight1, dweight, C);
         copy_device(dbias1, dbias, C);
+        copy_device(dcol1, dcol, C);
         restore();
-        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);
+        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
         lab_sync();
-        const size_t diff = count_bit_differences(dinp, dinp1, NC) + count_bit_differences(dweight, dweight1, C) +
-                            count_bit_differences(dbias, dbias1, C);
+        size_t diff = count_bit_differences(dinp, dinp1, NC) + count_bit_differences(dweight, dweight1, C) +
+                      count_bit_differences(dbias, dbias1, C) + count_bit_differences(dcol, dcol1, C);
         check("layernorm_backward deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
+        restore();
+        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);  // no dinp_colsum
+        lab_sync();
+        // the other template instance: same results up to how the compiler contracts multiply-adds
+        check_close("layernorm_backward (no dinp_colsum) dinp += [" + shape + "]", download(dinp, NC), ref_dinp, TOL_BF16);
+        check_close("layernorm_backward (no dinp_colsum) dweight += [" + shape + "]", download(dweight, C), ref_dw, TOL_BF16);
+        check_close("layernorm_backward (no dinp_colsum) dbias += [" + shape + "]", download(dbias, C), ref_db, TOL_BF16);
+        diff = count_bit_differences(dcol, dcol0, C);
+        check("layernorm_backward without dinp_colsum leaves it untouched [" + shape + "]", diff == 0,
+              strfmt("%zu bytes differ", diff));
 
         const float ms = time_ms([&] { layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0); });
         // minimum: read dout, inp, dinp; write dinp (the parameter gradients are small)
         report("layernorm_backward", shape, ms, 4.0 * NC * sizeof(floatX) + 8.0 * N);
+        const float ms2 = time_ms([&] { layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol); });
+        report("layernorm_backward +dinp_colsum", shape, ms2, 4.0 * NC * sizeof(floatX) + 8.0 * N);
     }
 }
 
 int main() {
     lab_init("layernorm");
     const Shape shapes[] = {
-        {8 * 1024, 768},  // GPT-2 d12, B*T = 8*1024
+        {8 * 1024, 768},   // GPT-2 d12, B*T = 8*1024
+        {64 * 1024, 768},  // d12 at the trainer's B=64, T=1024 (timings at B=8 do not scale)
         {2048, 1600},     // d48 width
         {37, 40},         // odd rows (not a multiple of 8 per block), C not a multiple of 256
     };
