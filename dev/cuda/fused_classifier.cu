@@ -127,6 +127,8 @@ int main() {
     lab_init("fused_classifier");
     const Shape shapes[] = {
         {8 * 1024, 50257, 50304},  // GPT-2 d12, B*T = 8*1024
+        {64 * 1024, 50257, 50304}, // d12 at the trainer's B=64, T=1024
+        {300, 60001, 60008},       // wider than the shared-memory cache (56,320 columns): the re-read path
         {37, 101, 104},            // odd
         {64, 1024, 1024},          // no padding
         {5, 3, 8},                 // fewer columns than one thread's vector
