@@ -59,6 +59,8 @@ int main() {
         {8 * 1024, 3 * 768},   // qkv bias
         {8 * 1024, 4 * 768},   // fc bias
         {8 * 1024, 4 * 1600},  // d48 fc bias (more columns than 2 blocks per SM)
+        {64 * 1024, 3 * 768},  // qkv and fc bias at the trainer's B=64, T=1024
+        {64 * 1024, 4 * 768},
         {37, 40},              // odd: rows not a multiple of the warps, one partial column block
         {3, 8},                // fewer rows than warps
     };

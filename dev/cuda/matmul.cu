@@ -199,12 +199,15 @@ static void run_case(const Case& cs) {
 int main() {
     lab_init("matmul");
     const int BT = 8 * 1024, C = 768, Vp = 50304;  // GPT-2 d12, B*T = 8*1024
+    const int BT64 = 64 * 1024;                     // the trainer's B=64, T=1024
     const Case cases[] = {
         {"qkv", BT, C, 3 * C, true, false, false},
         {"attproj", BT, C, C, true, false, false},
         {"fc", BT, C, 4 * C, true, true, false},
         {"fcproj", BT, 4 * C, C, true, false, true},  // its dinp is the fc output gradient: dgelu fused there
         {"lm_head", BT, C, Vp, false, false, false},
+        {"qkv@B64", BT64, C, 3 * C, true, false, false},
+        {"fc@B64", BT64, C, 4 * C, true, true, false},
         {"odd", 37, 40, 72, true, true, true},
         {"odd_nobias", 37, 40, 72, false, true, true},
     };
