@@ -12,6 +12,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cstdint>
+#include <map>
 #include <type_traits>
 
 #include "llmc/rand.h"
@@ -66,6 +67,19 @@ inline const cudaDeviceProp& device_props() {
         return p;
     }();
     return props;
+}
+
+// Lets `kernel` be launched with `bytes` of dynamic shared memory: raises its limit when that is
+// above the 48 KB default (once per kernel and size; the host-side record is per process).
+template <class Kernel>
+inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+    static std::map<const void*, size_t> enabled;  // kernel -> largest size allowed so far
+    const void* key = reinterpret_cast<const void*>(kernel);
+    size_t& allowed = enabled.emplace(key, 48 * 1024).first->second;
+    if (bytes > allowed) {
+        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        allowed = bytes;
+    }
 }
 
 __host__ __device__ inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }

@@ -55,6 +55,14 @@ __global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int
     store128(dwpe + idx, res);
 }
 
+// dwte[token, c .. c+size) += acc, stochastically rounded (the one write of those wte elements)
+__device__ inline void wte_row_add(floatX* dwte, int token, int c, const float* acc, int C, uint32_t seed) {
+    floatX* row = dwte + (size_t)token * C + c;
+    x128 old = load128(row), res;
+    for (int k = 0; k < x128::size; k++) stochastic_round((float)old[k] + acc[k], &res[k], token * C + c + k, seed);
+    store128(row, res);
+}
+
 constexpr int ENCODER_SEGMENT = 64;  // positions per block at most
 constexpr int ENCODER_ROW_GROUPS = 4;  // threadIdx.y: positions begin + y, begin + y + 4, ...
 
@@ -86,11 +94,7 @@ __global__ void wte_segment_kernel(floatX* dwte, float* partial, const floatX* d
         if (slot >= 0) {
             for (int k = 0; k < x128::size; k++) partial[(size_t)slot * C + c + k] = acc[k];
         } else {
-            x128 old = load128(dwte + (size_t)token * C + c), res;
-            for (int k = 0; k < x128::size; k++) {
-                stochastic_round((float)old[k] + acc[k], &res[k], token * C + c + k, seed);
-            }
-            store128(dwte + (size_t)token * C + c, res);
+            wte_row_add(dwte, token, c, acc, C, seed);
         }
     }
 }
@@ -105,9 +109,7 @@ __global__ void wte_combine_kernel(floatX* dwte, const float* partial, const int
         for (int s = first; s < first + count; s++) {
             for (int k = 0; k < x128::size; k++) acc[k] += partial[(size_t)s * C + c + k];
         }
-        x128 old = load128(dwte + (size_t)token * C + c), res;
-        for (int k = 0; k < x128::size; k++) stochastic_round((float)old[k] + acc[k], &res[k], token * C + c + k, seed);
-        store128(dwte + (size_t)token * C + c, res);
+        wte_row_add(dwte, token, c, acc, C, seed);
     }
 }
 
@@ -217,11 +219,7 @@ inline void encoder_backward(floatX* dwte, floatX* dwpe, const EncoderBackwardWo
     const int4* d_multi = d_segments + ws->max_segments;
     const int col_threads = C / x128::size >= 96 ? 96 : 32;
     const size_t smem = (size_t)ENCODER_ROW_GROUPS * C * sizeof(float);
-    static size_t smem_enabled = 48 * 1024;  // the default limit; raised once for wide models
-    if (smem > smem_enabled) {
-        cudaCheck(cudaFuncSetAttribute(wte_segment_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        smem_enabled = smem;
-    }
+    allow_dynamic_smem(wte_segment_kernel, smem);
     if (ws->num_segments > 0) {
         wte_segment_kernel<<<ws->num_segments, dim3(col_threads, ENCODER_ROW_GROUPS), smem, stream>>>(
             dwte, ws->partial, dout, d_segments, d_positions, C, seed);

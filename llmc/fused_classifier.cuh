@@ -102,15 +102,11 @@ inline void fused_classifier(floatX* logits, float* losses, const int* targets, 
     if (Vp % x128::size != 0) fatal("fused_classifier: Vp=%d must be a multiple of %d", Vp, x128::size);
     const int cached = classifier_cached_vectors(Vp);
     const size_t smem = (size_t)cached * sizeof(x128);
-    static bool smem_enabled = false;  // raise the 48 KB default once, for both variants
-    if (!smem_enabled) {
-        cudaCheck(cudaFuncSetAttribute(fused_classifier_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, CLASSIFIER_SMEM_MAX));
-        cudaCheck(cudaFuncSetAttribute(fused_classifier_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, CLASSIFIER_SMEM_MAX));
-        smem_enabled = true;
-    }
     if (write_dlogits) {
+        allow_dynamic_smem(fused_classifier_kernel<true>, smem);
         fused_classifier_kernel<true><<<N, CLASSIFIER_BLOCK, smem, stream>>>(logits, losses, targets, dloss, V, Vp, cached);
     } else {
+        allow_dynamic_smem(fused_classifier_kernel<false>, smem);
         fused_classifier_kernel<false><<<N, CLASSIFIER_BLOCK, smem, stream>>>(logits, losses, targets, dloss, V, Vp, cached);
     }
     cudaCheckLaunch();

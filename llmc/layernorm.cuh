@@ -251,12 +251,7 @@ inline size_t layernorm_backward_smem(int C, bool sum_dinp) {
 template <bool SumDinp>
 inline int layernorm_backward_blocks_for(int N, int C) {
     const size_t smem = layernorm_backward_smem(C, SumDinp);
-    static size_t smem_enabled = 48 * 1024;  // the default limit; raised once for wide models
-    if (smem > smem_enabled) {
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<SumDinp>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)smem));
-        smem_enabled = smem;
-    }
+    allow_dynamic_smem(layernorm_backward_kernel<SumDinp>, smem);
     static int per_sm = 0, per_sm_C = -1;  // blocks per SM for the last C asked about
     if (per_sm_C != C) {
         cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layernorm_backward_kernel<SumDinp>,
