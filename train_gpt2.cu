@@ -58,6 +58,7 @@ struct TrainConfig {
     int zero_stage = 0;               // -z
     int overfit_single_batch = 0;     // -a
     int allow_tf32 = 1;               // -f
+    int matmul_autotune = 1;          // -ma (ours): fastest bitwise-equal cuBLASLt algorithm per GEMM shape
     float skip_loss_z = 0.0f;         // -sl
     float skip_norm_z = 0.0f;         // -sg
     int gpu_log_every = 0;            // -lg
@@ -99,6 +100,8 @@ static void print_usage() {
         "  -lg <int>  print GPU utilisation every N steps (0 = off)\n"
         "  -sh <0|1>  shuffle training data (0)   -seed <int> random seed (42)\n"
         "  -pt <0|1>  time each phase of the step on the GPU and print a table at the end (0)\n"
+        "  -ma <0|1>  per GEMM shape, the fastest cuBLASLt algorithm among those giving the same bits as\n"
+        "             cuBLASLt's first choice, timed on the first call (1)\n"
         "  -pn / -pr / -pg / -pi / -ps / -pf / -pp   processes / rank / GPUs per node / init (mpi|tcp|fs)\n"
         "             / server IP / shared dir / TCP port\n");
 }
@@ -166,6 +169,7 @@ static TrainConfig parse_args(int argc, char** argv) {
         else if (f == "-z") c.zero_stage = parse_int(argv[i], v);
         else if (f == "-a") c.overfit_single_batch = parse_int(argv[i], v);
         else if (f == "-f") c.allow_tf32 = parse_int(argv[i], v);
+        else if (f == "-ma") c.matmul_autotune = parse_int(argv[i], v);
         else if (f == "-sl") c.skip_loss_z = parse_float(argv[i], v);
         else if (f == "-sg") c.skip_norm_z = parse_float(argv[i], v);
         else if (f == "-lg") c.gpu_log_every = parse_int(argv[i], v);
@@ -189,6 +193,7 @@ static TrainConfig parse_args(int argc, char** argv) {
     require_range("-z", c.zero_stage, 0, 1);
     require_range("-a", c.overfit_single_batch, 0, 1);
     require_range("-f", c.allow_tf32, 0, 1);
+    require_range("-ma", c.matmul_autotune, 0, 1);
     require_range("-h", c.hellaswag, 0, 1);
     require_range("-y", c.resume, 0, 1);
     require_range("-sh", c.shuffle, 0, 1);
@@ -434,6 +439,7 @@ static void setup(Trainer& tr) {
     opt.gelu_fusion = c.gelu_fusion;
     opt.use_master_weights = c.master_weights != 0;
     opt.allow_tf32 = c.allow_tf32 != 0;
+    opt.matmul_autotune = c.matmul_autotune != 0;
     if (c.zero_stage > 0 && c.num_processes == 1 && is_rank0(tr)) {
         printf("note: -z %d with one process shards nothing\n", c.zero_stage);
     }
@@ -643,6 +649,7 @@ int main(int argc, char** argv) {
             // the z-scores are nan until the 128-step window is full, printed "+nanz" as llm.c does
             printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n",
                    step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s);
+            if (step == tr.start_step && c.matmul_autotune) printf("%s\n", matmul_autotune_summary().c_str());
             fflush(stdout);
         }
         logger_log_train(&tr.logger, step + 1, loss, lr, norm);
@@ -656,7 +663,10 @@ int main(int argc, char** argv) {
     }
 
     if (model.timer) {
-        if (is_rank0(tr)) phase_timer_print(model.timer);
+        if (is_rank0(tr)) {
+            phase_timer_print(model.timer);
+            if (c.matmul_autotune) matmul_autotune_print();
+        }
         phase_timer_free(model.timer);
         model.timer = nullptr;
     }

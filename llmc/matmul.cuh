@@ -12,28 +12,60 @@
  * cuBLASLt is column-major: a row-major (R, K) matrix is a column-major (K, R) one, so each product
  * is written for the transposed problem. Descriptors and the chosen algorithm are cached per shape
  * and epilogue: nothing is created or queried inside the training step after the first one.
+ *
+ * Algorithm choice (autotune, on unless matmul_context().autotune = false; train_gpt2cu -ma 0): on a
+ * shape's first call, each of cuBLASLt's ranked candidates runs once on the call's own data, and only
+ * those whose output is bitwise equal to the first candidate's (the heuristic's choice) are timed; the
+ * fastest of them is kept. The numbers are therefore those of the heuristic's choice whatever the timing
+ * says, so runs stay reproducible across processes and GPUs. (Measured on the H200 with
+ * dev/cuda/matmul_algos: candidates that differ only in tile shape are bitwise equal, those with a
+ * different split-K are not; the heuristic's first choice is up to 16% slower than the fastest, e.g.
+ * the LM head forward.) The call's effect is the same as one plain call: an accumulated output is
+ * restored before every trial run.
  */
 #pragma once
 
+#include <algorithm>
 #include <map>
+#include <string>
+#include <vector>
 #include <tuple>
 #include "llmc/column_reduce.cuh"
 #include "llmc/phase_timer.h"
 
 constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;
+constexpr float MATMUL_AUTOTUNE_MIN_GAIN = 0.03f;  // autotune: keep the first candidate unless 3% slower
 
+// (cuBLASLt's DGELU_BGRAD, which would also give the fc bias gradient, was measured and rejected: on
+// the H200 it ran 3x slower than DGELU for the fcproj backward, and its bf16 column sums were coarse.)
 enum class MatmulEpilogue { None, Bias, GeluAuxBias, GeluAux, DGelu };
+
+inline bool epilogue_has_bias(MatmulEpilogue e) {
+    return e == MatmulEpilogue::Bias || e == MatmulEpilogue::GeluAuxBias;
+}
+inline bool epilogue_has_aux(MatmulEpilogue e) {
+    return e == MatmulEpilogue::GeluAuxBias || e == MatmulEpilogue::GeluAux || e == MatmulEpilogue::DGelu;
+}
+inline bool epilogue_aux_is_output(MatmulEpilogue e) {
+    return e == MatmulEpilogue::GeluAuxBias || e == MatmulEpilogue::GeluAux;
+}
 
 struct MatmulPlan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
+    // autotune record (candidates == 0: not tuned)
+    int candidates = 0, equal = 0, chosen = 0;
+    float first_ms = 0, chosen_ms = 0;
+    std::vector<float> trial_ms;  // per candidate, the faster round (0: not bitwise equal, not timed)
 };
 
 struct MatmulContext {
     cublasLtHandle_t handle = nullptr;
     void* workspace = nullptr;
     bool allow_tf32 = true;  // FP32 builds only (-f); bf16 builds always compute in fp32
+    bool autotune = true;    // see the header comment
+    unsigned long long* d_hash = nullptr;
     // key: m, n, k, transA, transB, epilogue, accumulate
     std::map<std::tuple<int, int, int, bool, bool, int, bool>, MatmulPlan> plans;
 };
@@ -57,13 +89,238 @@ inline void matmul_context_destroy() {
         cublasCheck(cublasLtMatrixLayoutDestroy(kv.second.c));
     }
     ctx.plans.clear();
+    cudaFreeCheck(&ctx.d_hash);
     cudaFreeCheck(&ctx.workspace);
     cublasCheck(cublasLtDestroy(ctx.handle));
     ctx.handle = nullptr;
 }
 
+// Descriptor and layouts for D(m,n) = op(A) op(B) (+ D), column-major; no algorithm chosen yet.
+inline MatmulPlan matmul_plan_describe(int m, int n, int k, bool trans_a, bool trans_b, MatmulEpilogue epilogue) {
+    MatmulContext& ctx = matmul_context();
+    MatmulPlan plan;
+    const cudaDataType_t dtype = kFloatXIsBF16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasComputeType_t compute =
+        (!kFloatXIsBF16 && ctx.allow_tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasCheck(cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
+    switch (epilogue) {
+        case MatmulEpilogue::None: ep = CUBLASLT_EPILOGUE_DEFAULT; break;
+        case MatmulEpilogue::Bias: ep = CUBLASLT_EPILOGUE_BIAS; break;
+        case MatmulEpilogue::GeluAuxBias: ep = CUBLASLT_EPILOGUE_GELU_AUX_BIAS; break;
+        case MatmulEpilogue::GeluAux: ep = CUBLASLT_EPILOGUE_GELU_AUX; break;
+        case MatmulEpilogue::DGelu: ep = CUBLASLT_EPILOGUE_DGELU; break;
+    }
+    cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
+    if (epilogue_has_bias(epilogue)) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dtype, sizeof(dtype)));
+    }
+    if (epilogue_has_aux(epilogue)) {
+        const int64_t ld_aux = m;
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &dtype, sizeof(dtype)));
+    }
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan.a, dtype, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan.b, dtype, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan.c, dtype, m, n, m));
+    return plan;
+}
+
+// cuBLASLt's ranked algorithms for a described plan (at most max_count, best guess first).
+inline std::vector<cublasLtMatmulHeuristicResult_t> matmul_algo_candidates(const MatmulPlan& plan, int max_count) {
+    MatmulContext& ctx = matmul_context();
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &CUBLASLT_WORKSPACE_BYTES, sizeof(CUBLASLT_WORKSPACE_BYTES)));
+    std::vector<cublasLtMatmulHeuristicResult_t> results(max_count);
+    int found = 0;
+    // an unsupported combination (e.g. an epilogue the library lacks for these types) is "no algorithm"
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan.desc, plan.a, plan.b, plan.c,
+                                                                 plan.c, pref, max_count, results.data(), &found);
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) found = 0;
+    else cublasCheck(status);
+    results.resize(found);
+    return results;
+}
+
+// Runs a plan with the given algorithm; bias/aux pointers are set on the descriptor each call (they
+// change between layers).
+inline void matmul_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, floatX* d, const floatX* a,
+                       const floatX* b, const void* bias, floatX* aux, MatmulEpilogue epilogue, bool accumulate,
+                       cudaStream_t stream) {
+    MatmulContext& ctx = matmul_context();
+    if (epilogue_has_bias(epilogue)) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    if (epilogue_has_aux(epilogue)) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    }
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasCheck(cublasLtMatmul(ctx.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, d, plan.c, d, plan.c,
+                               &algo, ctx.workspace, CUBLASLT_WORKSPACE_BYTES, stream));
+}
+
+// ----------------------------------------------------------------------------
+// autotune
+
+// Order-independent 64-bit hash of a buffer's bytes (a sum of mixed (index, word) pairs): equal
+// buffers give equal hashes; unequal ones collide with probability ~2^-64.
+__device__ inline uint64_t matmul_mix64(uint64_t x) {  // splitmix64 finaliser
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+__global__ void matmul_hash_kernel(const uint8_t* bytes, size_t num_bytes, unsigned long long* out) {
+    const size_t words = num_bytes / 4;
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(bytes);
+    uint64_t local = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x) {
+        local += matmul_mix64((i << 32) ^ w[i]);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (size_t i = words * 4; i < num_bytes; i++) local += matmul_mix64(((uint64_t)i << 40) ^ bytes[i] ^ 0xABull);
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) local += __shfl_xor_sync(0xFFFFFFFFu, local, offset);
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, (unsigned long long)local);
+}
+
+inline uint64_t matmul_hash(const void* d, size_t num_bytes, uint64_t salt, cudaStream_t stream) {
+    MatmulContext& ctx = matmul_context();
+    if (ctx.d_hash == nullptr) cudaCheck(cudaMalloc(&ctx.d_hash, sizeof(unsigned long long)));
+    cudaCheck(cudaMemsetAsync(ctx.d_hash, 0, sizeof(unsigned long long), stream));
+    const int blocks = (int)std::min<size_t>(4 * (size_t)device_props().multiProcessorCount, num_bytes / 1024 + 1);
+    matmul_hash_kernel<<<blocks, 256, 0, stream>>>((const uint8_t*)d, num_bytes, ctx.d_hash);
+    cudaCheckLaunch();
+    unsigned long long h = 0;
+    cudaCheck(cudaMemcpyAsync(&h, ctx.d_hash, sizeof(h), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    return h * 31 + salt;
+}
+
+// Picks plan.algo among the candidates (see the header comment) by running them on this call's data;
+// leaves d (and aux, when it is an output) as one plain call with the first candidate would.
+inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& cands, floatX* d,
+                            const floatX* a, const floatX* b, const void* bias, floatX* aux, int m, int n,
+                            MatmulEpilogue epilogue, bool accumulate, cudaStream_t stream) {
+    const size_t d_bytes = (size_t)m * n * sizeof(floatX);
+    const bool aux_is_output = epilogue_aux_is_output(epilogue);
+    void* saved = nullptr;  // the accumulated output before this call
+    if (accumulate) {
+        if (cudaMalloc(&saved, d_bytes) != cudaSuccess) {  // no room to tune: keep the first candidate
+            (void)cudaGetLastError();
+            plan.algo = cands[0].algo;
+            matmul_run(plan, plan.algo, d, a, b, bias, aux, epilogue, accumulate, stream);
+            return;
+        }
+        cudaCheck(cudaMemcpyAsync(saved, d, d_bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+    auto restore = [&]() {
+        if (saved) cudaCheck(cudaMemcpyAsync(d, saved, d_bytes, cudaMemcpyDeviceToDevice, stream));
+    };
+    auto run = [&](int i) { matmul_run(plan, cands[i].algo, d, a, b, bias, aux, epilogue, accumulate, stream); };
+    auto output_hash = [&]() {
+        uint64_t h = matmul_hash(d, d_bytes, 1, stream);
+        if (aux_is_output) h ^= matmul_hash(aux, d_bytes, 2, stream);
+        return h;
+    };
+    std::vector<int> equal;  // candidates bitwise equal to the first
+    uint64_t reference = 0;
+    for (int i = 0; i < (int)cands.size(); i++) {
+        restore();
+        run(i);
+        const uint64_t h = output_hash();
+        if (i == 0) reference = h;
+        if (h == reference) equal.push_back(i);
+    }
+    // time: three rounds of two back-to-back runs each, the fastest round counts
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    std::vector<float> best(cands.size(), 1e30f);
+    for (int round = 0; round < 3; round++) {
+        for (int i : equal) {
+            cudaCheck(cudaEventRecord(start, stream));
+            run(i);
+            run(i);
+            cudaCheck(cudaEventRecord(stop, stream));
+            cudaCheck(cudaEventSynchronize(stop));
+            float ms = 0;
+            cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+            best[i] = std::min(best[i], ms / 2);
+        }
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    // another candidate only when clearly faster: differences of ~1% are within the timing noise, and
+    // a GEMM timed alone can rank differently inside the step (other kernels' data in L2)
+    int chosen = 0;
+    for (int i : equal) {
+        if (best[i] < best[chosen]) chosen = i;
+    }
+    if (best[chosen] > (1.0f - MATMUL_AUTOTUNE_MIN_GAIN) * best[0]) chosen = 0;
+    plan.algo = cands[chosen].algo;
+    plan.candidates = (int)cands.size();
+    plan.equal = (int)equal.size();
+    plan.chosen = chosen;
+    plan.first_ms = best[0];
+    plan.chosen_ms = best[chosen];
+    plan.trial_ms.assign(cands.size(), 0.0f);
+    for (int i : equal) plan.trial_ms[i] = best[i];
+    restore();
+    run(chosen);  // the call itself
+    if (saved) {
+        cudaCheck(cudaStreamSynchronize(stream));
+        cudaCheck(cudaFree(saved));
+    }
+}
+
+// One line on what the autotune did so far: shapes tuned, how many changed algorithm, and the time of
+// one call of each shape with the heuristic's choice and with the chosen one.
+inline std::string matmul_autotune_summary() {
+    int tuned = 0, changed = 0;
+    double first = 0, chosen = 0;
+    for (const auto& kv : matmul_context().plans) {
+        const MatmulPlan& p = kv.second;
+        if (p.candidates == 0) continue;
+        tuned++;
+        changed += p.chosen != 0;
+        first += p.first_ms;
+        chosen += p.chosen_ms;
+    }
+    if (tuned == 0) return "cuBLASLt autotune: off or nothing tuned";
+    char buf[256];
+    snprintf(buf, sizeof(buf),
+             "cuBLASLt autotune: %d GEMM shapes, %d use a faster algorithm than the heuristic's (same bits); "
+             "one call of each: %.3f -> %.3f ms",
+             tuned, changed, first, chosen);
+    return buf;
+}
+
+// One line per tuned shape: m n k, epilogue, each candidate's time (- where its bits differ), the choice.
+inline void matmul_autotune_print() {
+    static const char* names[] = {"none", "bias", "gelu_aux_bias", "gelu_aux", "dgelu"};
+    printf("cuBLASLt autotune (ms per call; -: output not bitwise equal to candidate 0, not timed):\n");
+    for (const auto& kv : matmul_context().plans) {
+        const MatmulPlan& p = kv.second;
+        if (p.candidates == 0) continue;
+        const auto& k = kv.first;
+        std::string times;
+        for (float t : p.trial_ms) times += t > 0 ? " " + std::to_string(t).substr(0, 6) : " -";
+        printf("  m=%d n=%d k=%d %s%s:%s -> [%d]\n", std::get<0>(k), std::get<1>(k), std::get<2>(k),
+               names[std::get<5>(k)], std::get<6>(k) ? " +=" : "", times.c_str(), p.chosen);
+    }
+}
+
 // D(m,n) = op(A) op(B) (+ beta*D), column-major; see the header comment for how callers map shapes.
-inline void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* bias, floatX* aux,
+inline void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const void* bias, floatX* aux,
                             int m, int n, int k, bool trans_a, bool trans_b, MatmulEpilogue epilogue,
                             bool accumulate, cudaStream_t stream) {
     MatmulContext& ctx = matmul_context();
@@ -73,63 +330,21 @@ inline void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const f
     const auto key = std::make_tuple(m, n, k, trans_a, trans_b, (int)epilogue, accumulate);
     auto it = ctx.plans.find(key);
     if (it == ctx.plans.end()) {
-        MatmulPlan plan;
-        const cudaDataType_t dtype = kFloatXIsBF16 ? CUDA_R_16BF : CUDA_R_32F;
-        const cublasComputeType_t compute =
-            (!kFloatXIsBF16 && ctx.allow_tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-        cublasCheck(cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
-        const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-        const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
-        switch (epilogue) {
-            case MatmulEpilogue::None: ep = CUBLASLT_EPILOGUE_DEFAULT; break;
-            case MatmulEpilogue::Bias: ep = CUBLASLT_EPILOGUE_BIAS; break;
-            case MatmulEpilogue::GeluAuxBias: ep = CUBLASLT_EPILOGUE_GELU_AUX_BIAS; break;
-            case MatmulEpilogue::GeluAux: ep = CUBLASLT_EPILOGUE_GELU_AUX; break;
-            case MatmulEpilogue::DGelu: ep = CUBLASLT_EPILOGUE_DGELU; break;
-        }
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
-        if (epilogue == MatmulEpilogue::Bias || epilogue == MatmulEpilogue::GeluAuxBias) {
-            cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dtype, sizeof(dtype)));
-        }
-        if (epilogue == MatmulEpilogue::GeluAuxBias || epilogue == MatmulEpilogue::GeluAux || epilogue == MatmulEpilogue::DGelu) {
-            const int64_t ld_aux = m;
-            cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
-            cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &dtype, sizeof(dtype)));
-        }
-        cublasCheck(cublasLtMatrixLayoutCreate(&plan.a, dtype, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
-        cublasCheck(cublasLtMatrixLayoutCreate(&plan.b, dtype, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
-        cublasCheck(cublasLtMatrixLayoutCreate(&plan.c, dtype, m, n, m));
-
-        cublasLtMatmulPreference_t pref;
-        cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &CUBLASLT_WORKSPACE_BYTES, sizeof(CUBLASLT_WORKSPACE_BYTES)));
-        cublasLtMatmulHeuristicResult_t heuristic;
-        int found = 0;
-        cublasCheck(cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1,
-                                                   &heuristic, &found));
-        cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-        if (found == 0) {
+        MatmulPlan plan = matmul_plan_describe(m, n, k, trans_a, trans_b, epilogue);
+        const std::vector<cublasLtMatmulHeuristicResult_t> candidates =
+            matmul_algo_candidates(plan, ctx.autotune ? 8 : 1);
+        if (candidates.empty()) {
             fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d transA=%d transB=%d epilogue=%d", m, n, k,
                   trans_a, trans_b, (int)epilogue);
         }
-        plan.algo = heuristic.algo;
+        plan.algo = candidates[0].algo;
         it = ctx.plans.emplace(key, plan).first;
+        if (candidates.size() > 1) {
+            matmul_autotune(it->second, candidates, d, a, b, bias, aux, m, n, epilogue, accumulate, stream);
+            return;
+        }
     }
-    MatmulPlan& plan = it->second;
-    // pointers change between calls (layers), so they are set on the cached descriptor each time
-    if (epilogue == MatmulEpilogue::Bias || epilogue == MatmulEpilogue::GeluAuxBias) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    }
-    if (epilogue == MatmulEpilogue::GeluAuxBias || epilogue == MatmulEpilogue::GeluAux || epilogue == MatmulEpilogue::DGelu) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-    }
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    cublasCheck(cublasLtMatmul(ctx.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, d, plan.c, d, plan.c,
-                               &plan.algo, ctx.workspace, CUBLASLT_WORKSPACE_BYTES, stream));
+    matmul_run(it->second, it->second.algo, d, a, b, bias, aux, epilogue, accumulate, stream);
 }
 
 // ----------------------------------------------------------------------------
