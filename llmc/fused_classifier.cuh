@@ -8,9 +8,16 @@
  * dloss = 1 / (B*T*grad_accum_steps): the loss is a mean over every token of the optimizer step.
  * One block per row; the row is read once into shared memory (up to 110 KB of it: 56,320 bf16
  * columns; wider rows read their remainder again in each pass) and written once.
+ *
+ * Three passes over the row: max; e = exp(x - max), summed; dlogits from e. When dlogits are written,
+ * the sum pass stores e in the row's place in shared memory, so the last pass needs no second exp (the
+ * exps were the kernel's largest compute cost). bf16 builds store e as fp16 scaled by 2^15 (e <= 1):
+ * relative error 2^-12 down to e ~ 2e-9, absolute ~1e-12 below, against the 2^-9 of the bf16
+ * dlogits it produces; the loss is summed from the fp32 e, unchanged. fp32 builds store e exactly.
  */
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_pipeline.h>
 #include "llmc/cuda_common.h"
 
@@ -34,6 +41,45 @@ __device__ inline float vector_max(const x128& v) {
 #pragma unroll
     for (int k = 1; k < x128::size; k++) m = fmaxf(m, (float)v[k]);
     return m;
+}
+
+// e (x128::size values in [0, 1]) packed into the 16 bytes of one cached vector, and back (scaled by
+// 1/sum on the way out). bf16 builds: fp16 of e * 2^15; fp32 builds: e itself.
+constexpr float CLASSIFIER_EXP_SCALE = 32768.0f;
+
+// (templates, so that only the branch of the build's floatX is compiled)
+template <class T = floatX>
+__device__ inline Packed128<T> classifier_pack_exp(const float* e) {
+    Packed128<T> out;
+    if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+        for (int k = 0; k < Packed128<T>::size; k++) out[k] = e[k];
+    } else {
+        __half2* h = reinterpret_cast<__half2*>(&out);
+#pragma unroll
+        for (int k = 0; k < Packed128<T>::size / 2; k++) {
+            h[k] = __floats2half2_rn(e[2 * k] * CLASSIFIER_EXP_SCALE, e[2 * k + 1] * CLASSIFIER_EXP_SCALE);
+        }
+    }
+    return out;
+}
+
+// p[k] = e[k] / sum, given inv_sum = 1 / sum
+template <class T = floatX>
+__device__ inline void classifier_unpack_probs(const Packed128<T>& packed, float inv_sum, float* p) {
+    if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+        for (int k = 0; k < Packed128<T>::size; k++) p[k] = packed[k] * inv_sum;
+    } else {
+        const __half2* h = reinterpret_cast<const __half2*>(&packed);
+        const float scale = inv_sum * (1.0f / CLASSIFIER_EXP_SCALE);
+#pragma unroll
+        for (int k = 0; k < Packed128<T>::size / 2; k++) {
+            const float2 f = __half22float2(h[k]);
+            p[2 * k] = f.x * scale;
+            p[2 * k + 1] = f.y * scale;
+        }
+    }
 }
 
 // The first `cached` 16-byte vectors of the row are copied once into shared memory (cp.async, all in
@@ -71,8 +117,13 @@ __global__ void __launch_bounds__(CLASSIFIER_BLOCK)
     float sum = 0.f;
     for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
         const x128 v = vec(j);
+        float e[S];
 #pragma unroll
-        for (int k = 0; k < S; k++) sum += expf((float)v[k] - block_max);
+        for (int k = 0; k < S; k++) {
+            e[k] = expf((float)v[k] - block_max);  // 0 in the padding
+            sum += e[k];
+        }
+        if (WriteDLogits && j < cached) row_cache[j] = classifier_pack_exp(e);  // only this thread reads it back
     }
     const float block_sum = block_reduce_sum(sum);
     const float log_norm = block_max + logf(block_sum);
@@ -80,14 +131,19 @@ __global__ void __launch_bounds__(CLASSIFIER_BLOCK)
     if (threadIdx.x == 0) losses[row] += log_norm - target_logit;
 
     if constexpr (WriteDLogits) {
+        const float inv_sum = 1.0f / block_sum;
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
-            const x128 v = vec(j);
+            float p[S];  // softmax; 0 in the padding
+            if (j < cached) {
+                classifier_unpack_probs(row_cache[j], inv_sum, p);
+            } else {
+                const x128 v = vec(j);
+#pragma unroll
+                for (int k = 0; k < S; k++) p[k] = expf((float)v[k] - log_norm);
+            }
             x128 g;
 #pragma unroll
-            for (int k = 0; k < S; k++) {
-                const float p = expf((float)v[k] - log_norm);  // softmax; 0 in the padding
-                g[k] = (floatX)((p - (j * S + k == target ? 1.0f : 0.0f)) * dloss);
-            }
+            for (int k = 0; k < S; k++) g[k] = (floatX)((p[k] - (j * S + k == target ? 1.0f : 0.0f)) * dloss);
             store128cs(x + j * S, g);
         }
     }

@@ -92,6 +92,7 @@ static void run_shape(const Shape& s) {
     fused_classifier(logits, losses, targets, dloss, N, V, Vp, false, 0);
     lab_sync();
     check_close("fused_classifier losses += (no dlogits) [" + shape + note + "]", sampled_losses(), ref_loss, tol_loss);
+    const std::vector<float> losses_alone = download(losses, N);
     size_t diff = count_bit_differences(logits, logits0, n);
     check("fused_classifier leaves logits alone (no dlogits) [" + shape + "]", diff == 0, strfmt("%zu bytes changed", diff));
 
@@ -101,6 +102,9 @@ static void run_shape(const Shape& s) {
     lab_sync();
     check_close("fused_classifier losses += [" + shape + note + "]", sampled_losses(), ref_loss, tol_loss);
     check_close("fused_classifier dlogits [" + shape + note + "]", download_rows(logits, Vp, rows), ref_dlogits, tol_dlogits);
+    // the loss must not depend on whether dlogits are written (the same fp32 sum either way)
+    check("fused_classifier losses identical with and without dlogits [" + shape + "]",
+          download(losses, N) == losses_alone);
     const size_t bad = count_nonfinite(logits, n) + count_nonfinite(losses, N);
     cudaCheck(cudaMemset(lab().d_counter, 0, sizeof(unsigned long long)));
     count_nonzero_padding_kernel<<<lab_grid((size_t)N * (Vp - V) + 1), 256>>>(logits, N, V, Vp, lab().d_counter);
