@@ -72,6 +72,7 @@ echo "== trainer without a GPU: clear message, exit 1"
 make train_gpt2cu PRECISION=BF16 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/null 2>&1
 expect_fail trainer-bad-flag "unknown flag -zz" ./train_gpt2cu -zz 1
 expect_fail trainer-bad-int "expects an integer" ./train_gpt2cu -b abc
+expect_fail trainer-bad-range "flag -ma must be in \[0, 1\], got 2" ./train_gpt2cu -ma 2
 expect_fail trainer-no-data "matches no files" ./train_gpt2cu -i /nonexistent/shard_*.bin
 # the README's main job: prepares Tiny Shakespeare, then stops with a clear message (no GPU here)
 expect_fail quickstart-without-gpu "no NVIDIA GPU found" bash scripts/quickstart.sh
