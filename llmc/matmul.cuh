@@ -57,9 +57,9 @@ struct MatmulPlan {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
     // autotune record (candidates == 0: not tuned)
-    int candidates = 0, equal = 0, chosen = 0;
+    int candidates = 0, chosen = 0;
     float first_ms = 0, chosen_ms = 0;
-    std::vector<float> trial_ms;  // per candidate, the faster round (0: not bitwise equal, not timed)
+    std::vector<float> trial_ms;  // per candidate, its fastest round (0: not bitwise equal, not timed)
 };
 
 struct MatmulContext {
@@ -279,7 +279,6 @@ inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHe
     if (best[chosen] > (1.0f - MATMUL_AUTOTUNE_MIN_GAIN) * best[0]) chosen = 0;
     plan.algo = cands[chosen].algo;
     plan.candidates = (int)cands.size();
-    plan.equal = (int)equal.size();
     plan.chosen = chosen;
     plan.first_ms = best[0];
     plan.chosen_ms = best[chosen];
