@@ -1,12 +1,12 @@
 /*
  * Deterministic column reductions over a (N, OC) row-major matrix:
  *   bias_backward:  dbias(OC) += sum_r dout[r, :]                                      (+=)
- *   column_finish:  out(OC) += sum over chunks of partial(chunks, OC), in chunk order    (+=)
+ *   column_finish:  out(OC) += sum over chunks of partial(chunks, OC), fixed order       (+=)
  *                   (also the last step of the LayerNorm parameter gradients)
  *
  * No atomics: (1) a grid of (column block, row chunk) blocks writes fp32 partial sums to scratch
- * (num_row_chunks, OC); (2) one thread per column adds the partials in chunk order and accumulates
- * into the floatX gradient. The number of row chunks depends only on the shape and the SM count, so
+ * (num_row_chunks, OC); (2) column_finish adds the partials in a fixed order and accumulates into
+ * the floatX gradient. The number of row chunks depends only on the shape and the SM count, so
  * results are bitwise reproducible on a given GPU.
  */
 #pragma once
@@ -58,20 +58,45 @@ __global__ void column_partial_sums_kernel(float* partial, const floatX* dout, i
     }
 }
 
-__global__ void column_finish_kernel(floatX* out, const float* partial, int chunks, int OC) {
-    const int col = blockIdx.x * blockDim.x + threadIdx.x;
-    if (col >= OC) return;
+// out[a](OC) += sum over chunks of partial(a, chunks, OC), for a = blockIdx.y. Block (32 columns, 8
+// row groups): group g adds chunks g, g + 8, ... in order, then the 8 group sums are added in group
+// order (a fixed order: deterministic). Eight chunks of a column are read at once; with one thread per
+// column reading them one after another, the LayerNorm backward's three finishing launches took about
+// 20 us of its 150 us at d12, B=64 (dev/cuda/layernorm: 7 us now, in one launch).
+constexpr int COLUMN_FINISH_GROUPS = 8;
+constexpr int COLUMN_FINISH_MAX_OUTPUTS = 3;
+struct ColumnFinishOutputs {
+    floatX* out[COLUMN_FINISH_MAX_OUTPUTS];
+};
+
+__global__ void column_finish_kernel(ColumnFinishOutputs outs, const float* partial, int chunks, int OC) {
+    __shared__ float group_sums[COLUMN_FINISH_GROUPS][WARP_SIZE];
+    const int col = blockIdx.x * WARP_SIZE + threadIdx.x;
+    const float* p = partial + (size_t)blockIdx.y * chunks * OC;
     float sum = 0.f;
-    for (int i = 0; i < chunks; i++) sum += partial[(size_t)i * OC + col];
-    out[col] = (floatX)((float)out[col] + sum);
+    if (col < OC) {
+        for (int i = threadIdx.y; i < chunks; i += COLUMN_FINISH_GROUPS) sum += p[(size_t)i * OC + col];
+    }
+    group_sums[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y != 0 || col >= OC) return;
+    float total = 0.f;
+    for (int g = 0; g < COLUMN_FINISH_GROUPS; g++) total += group_sums[g][threadIdx.x];
+    floatX* out = outs.out[blockIdx.y];
+    out[col] = (floatX)((float)out[col] + total);
 }
 
 // ----------------------------------------------------------------------------
 // launchers
 
-// out(OC) += sum over the `chunks` rows of partial (chunks, OC), in row order.
-inline void column_finish(floatX* out, const float* partial, int chunks, int OC, cudaStream_t stream) {
-    column_finish_kernel<<<ceil_div(OC, 256), 256, 0, stream>>>(out, partial, chunks, OC);
+// outs[a](OC) += the sum over chunks of partial (a, chunks, OC), for a < n_outputs; one launch.
+inline void column_finish(floatX* const* outs, int n_outputs, const float* partial, int chunks, int OC,
+                          cudaStream_t stream) {
+    if (n_outputs < 1 || n_outputs > COLUMN_FINISH_MAX_OUTPUTS) fatal("column_finish: %d outputs", n_outputs);
+    ColumnFinishOutputs o{};
+    for (int a = 0; a < n_outputs; a++) o.out[a] = outs[a];
+    column_finish_kernel<<<dim3(ceil_div(OC, WARP_SIZE), n_outputs), dim3(WARP_SIZE, COLUMN_FINISH_GROUPS), 0,
+                           stream>>>(o, partial, chunks, OC);
     cudaCheckLaunch();
 }
 
@@ -86,5 +111,5 @@ inline void bias_backward(floatX* dbias, const floatX* dout, float* scratch, int
     dim3 grid(ceil_div(OC, COLUMN_REDUCE_COLS), chunks);
     column_partial_sums_kernel<<<grid, COLUMN_REDUCE_WARPS * WARP_SIZE, 0, stream>>>(scratch, dout, N, OC);
     cudaCheckLaunch();
-    column_finish(dbias, scratch, chunks, OC, stream);
+    column_finish(&dbias, 1, scratch, chunks, OC, stream);
 }

@@ -97,7 +97,7 @@ constexpr int LAYERNORM_BWD_ROWS = LAYERNORM_BWD_ROWS_PER_WARP;  // rows per war
 // c = (j*32 + lane)*V + k at [(j*V + k)*32 + lane] (V = x128::size), so the 32 lanes of a warp hit 32
 // different banks (the row-major layout made every accumulator update an 8-way bank conflict). The
 // block then adds its warps' copies in a fixed order into partials (NACC, gridDim.x, C);
-// column_finish adds the blocks in order.
+// column_finish adds the blocks in a fixed order (one launch for all of them).
 
 template <bool SumDinp>
 __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
@@ -292,7 +292,6 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
             dinp, scratch, dout, inp, weight, mean, rstd, N, C, slots);
     }
     cudaCheckLaunch();
-    column_finish(dweight, scratch, blocks, C, stream);
-    column_finish(dbias, scratch + (size_t)blocks * C, blocks, C, stream);
-    if (sum_dinp) column_finish(dinp_colsum, scratch + (size_t)2 * blocks * C, blocks, C, stream);
+    floatX* outs[] = {dweight, dbias, dinp_colsum};
+    column_finish(outs, sum_dinp ? 3 : 2, scratch, blocks, C, stream);
 }

@@ -211,6 +211,11 @@ static void run_shape(const Shape& s) {
         report("layernorm_backward", shape, ms, 4.0 * NC * sizeof(floatX) + 8.0 * N);
         const float ms2 = time_ms([&] { layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol); });
         report("layernorm_backward +dinp_colsum", shape, ms2, 4.0 * NC * sizeof(floatX) + 8.0 * N);
+        // of which the last step: the per-block partials (3, blocks, C) added into the three gradients
+        const int blocks = layernorm_backward_blocks(N, C, true);
+        floatX* outs[] = {dweight, dbias, dcol};
+        const float ms3 = time_ms([&] { column_finish(outs, 3, scratch, blocks, C, 0); });
+        report(strfmt("  of which column_finish (%d blocks)", blocks), shape, ms3, 3.0 * blocks * C * sizeof(float));
     }
 }
 
