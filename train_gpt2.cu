@@ -101,7 +101,7 @@ static void print_usage() {
         "  -sh <0|1>  shuffle training data (0)   -seed <int> random seed (42)\n"
         "  -pt <0|1>  time each phase of the step on the GPU and print a table at the end (0)\n"
         "  -ma <0|1>  per GEMM shape, the fastest cuBLASLt algorithm among those giving the same bits as\n"
-        "             cuBLASLt's first choice, timed on the first call (1)\n"
+        "             cuBLASLt's first choice, timed on the first call; likewise cuDNN's attention plans (1)\n"
         "  -pn / -pr / -pg / -pi / -ps / -pf / -pp   processes / rank / GPUs per node / init (mpi|tcp|fs)\n"
         "             / server IP / shared dir / TCP port\n");
 }
@@ -649,7 +649,12 @@ int main(int argc, char** argv) {
             // the z-scores are nan until the 128-step window is full, printed "+nanz" as llm.c does
             printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n",
                    step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s);
-            if (step == tr.start_step && c.matmul_autotune) printf("%s\n", matmul_autotune_summary().c_str());
+            if (step == tr.start_step && c.matmul_autotune) {
+                printf("%s\n", matmul_autotune_summary().c_str());
+#ifdef ENABLE_CUDNN
+                printf("%s\n", cudnn_autotune_summary().c_str());
+#endif
+            }
             fflush(stdout);
         }
         logger_log_train(&tr.logger, step + 1, loss, lr, norm);

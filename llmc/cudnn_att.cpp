@@ -17,12 +17,14 @@
 #error "llmc/cudnn_att.cpp needs cuDNN frontend 1.12 or newer (written against 1.32): pip install -U nvidia-cudnn-frontend, then dev/cuda/vendor_cudnn_frontend.sh"
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "llmc/cudnn_att.h"
 
@@ -45,11 +47,25 @@ struct AttentionShape {
     const char* pass;  // "forward" / "backward": named in error messages
 };
 
+// A built graph and the execution plan it runs. With the autotune on, every plan cuDNN offers for the
+// graph is built, and on the first call the fastest of those whose outputs are bitwise equal to the
+// default plan's is kept (see plan_autotune); otherwise the default plan (the heuristic's first that
+// builds) runs.
+struct TunedGraph {
+    GraphPtr graph;
+    int64_t plan = 0;          // index of the plan executed
+    int64_t default_plan = 0;  // the heuristic's choice
+    bool tuned = false;        // the autotune has run (or had nothing to choose from)
+    int equal_plans = 0;       // autotune record: plans bitwise equal to the default (itself included)
+    float default_ms = 0, chosen_ms = 0;
+};
+
 cudnnHandle_t cudnn_handle = nullptr;
 void* cudnn_workspace = nullptr;  // shared by every graph; grown when a new graph needs more
 size_t cudnn_workspace_bytes = 0;
-std::map<std::tuple<int, int, int, int, bool>, GraphPtr> forward_graphs;  // (B, NH, T, HS, is_training)
-std::map<std::tuple<int, int, int, int>, GraphPtr> backward_graphs;      // (B, NH, T, HS)
+bool cudnn_autotune = true;
+std::map<std::tuple<int, int, int, int, bool>, TunedGraph> forward_graphs;  // (B, NH, T, HS, is_training)
+std::map<std::tuple<int, int, int, int>, TunedGraph> backward_graphs;      // (B, NH, T, HS)
 
 [[noreturn]] void attention_failed(const AttentionShape& s, const std::string& message, const char* stmt,
                                    const char* file, int line) {
@@ -70,16 +86,113 @@ void ensure_workspace(size_t bytes) {
     cudnn_workspace_bytes = bytes;
 }
 
-// validate -> operation graph -> heuristics (mode A, fallback engines after it) -> first supported plan.
-void finalize_graph(fe::graph::Graph& graph, const AttentionShape& s) {
-    feCheck(graph.validate(), s);
-    feCheck(graph.build_operation_graph(cudnn_handle), s);
-    feCheck(graph.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), s);
-    feCheck(graph.check_support(), s);
-    feCheck(graph.build_plans(), s);
+// validate -> operation graph -> heuristics (mode A, fallback engines after it) -> the first supported
+// plan, or with the autotune on every plan that builds (the first of them stays the default).
+TunedGraph finalize_graph(GraphPtr graph, const AttentionShape& s) {
+    feCheck(graph->validate(), s);
+    feCheck(graph->build_operation_graph(cudnn_handle), s);
+    feCheck(graph->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), s);
+    feCheck(graph->check_support(), s);
+    feCheck(graph->build_plans(cudnn_autotune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), s);
+    TunedGraph tg;
+    tg.graph = graph;
+    std::string default_name;
+    feCheck(graph->get_plan_name(default_name), s);
+    const int64_t count = graph->get_execution_plan_count();
+    for (int64_t i = 0; i < count; i++) {
+        std::string name;
+        if (graph->get_plan_name_at_index(i, name).is_good() && name == default_name) {
+            tg.default_plan = i;
+            break;
+        }
+    }
+    tg.plan = tg.default_plan;
+    tg.tuned = !cudnn_autotune;
     int64_t workspace = 0;
-    feCheck(graph.get_workspace_size(workspace), s);
+    feCheck(graph->get_workspace_size_plan_at_index(tg.default_plan, workspace), s);
     ensure_workspace((size_t)workspace);
+    return tg;
+}
+
+void copy_to_host(std::vector<char>& host, const void* d, size_t bytes, cudaStream_t stream) {
+    host.resize(bytes);
+    cudaCheck(cudaMemcpyAsync(host.data(), d, bytes, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+}
+
+// Picks tg.plan on the call's own data, as llmc/matmul.cuh does for cuBLASLt: each other plan that
+// builds, needs no more workspace than the default and runs without error is executed once, its
+// outputs ([pointer, bytes] pairs) compared bit for bit with the default plan's; the bitwise-equal
+// ones are timed (four rounds, L2 overwritten before each run, fastest round) and the fastest is kept
+// when it beats the default by 3%. So the numbers are the default plan's whatever the timing says,
+// and runs stay reproducible across processes. The outputs are poisoned (0xFF bytes, NaN) before each
+// trial, so a plan that leaves any of them unwritten cannot pass as equal; they end as one default run
+// leaves them (no plan reads them).
+void plan_autotune(TunedGraph& tg, std::unordered_map<int64_t, void*>& pointers,
+                   const std::vector<std::pair<void*, size_t>>& outputs, const AttentionShape& s, cudaStream_t stream) {
+    tg.tuned = true;
+    fe::graph::Graph& g = *tg.graph;
+    const int64_t count = g.get_execution_plan_count();
+    int64_t default_ws = 0;
+    feCheck(g.get_workspace_size_plan_at_index(tg.default_plan, default_ws), s);
+    auto run = [&](int64_t i) { return g.execute_plan_at_index(cudnn_handle, pointers, cudnn_workspace, i); };
+    auto poison = [&]() {
+        for (const auto& o : outputs) cudaCheck(cudaMemsetAsync(o.first, 0xFF, o.second, stream));
+    };
+    auto snapshot = [&](std::vector<std::vector<char>>& host) {
+        host.resize(outputs.size());
+        for (size_t o = 0; o < outputs.size(); o++) copy_to_host(host[o], outputs[o].first, outputs[o].second, stream);
+    };
+    poison();
+    feCheck(run(tg.default_plan), s);
+    std::vector<std::vector<char>> reference, trial;
+    snapshot(reference);
+    std::vector<int64_t> equal = {tg.default_plan};
+    for (int64_t i = 0; i < count; i++) {
+        if (i == tg.default_plan) continue;
+        int64_t ws = 0;
+        if (g.get_workspace_size_plan_at_index(i, ws).is_bad() || ws > default_ws) continue;
+        poison();
+        if (run(i).is_bad()) continue;  // e.g. a plan that did not build
+        const cudaError_t err = cudaStreamSynchronize(stream);
+        if (err != cudaSuccess) check_failed_("CUDA", cudaGetErrorString(err), "cuDNN plan trial", __FILE__, __LINE__);
+        snapshot(trial);
+        if (trial == reference) equal.push_back(i);
+    }
+    tg.equal_plans = (int)equal.size();
+    void* flush = nullptr;
+    const size_t flush_bytes = 2 * (size_t)device_props().l2CacheSize;
+    if (cudaMalloc(&flush, flush_bytes) != cudaSuccess) {  // no room: time without the flush
+        (void)cudaGetLastError();
+        flush = nullptr;
+    }
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    std::vector<float> best(equal.size(), 1e30f);
+    for (int round = 0; round < 4; round++) {
+        for (size_t e = 0; e < equal.size(); e++) {
+            if (flush) cudaCheck(cudaMemsetAsync(flush, round, flush_bytes, stream));
+            cudaCheck(cudaEventRecord(start, stream));
+            feCheck(run(equal[e]), s);
+            cudaCheck(cudaEventRecord(stop, stream));
+            cudaCheck(cudaEventSynchronize(stop));
+            float ms = 0;
+            cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+            best[e] = std::min(best[e], ms);
+        }
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    if (flush) cudaCheck(cudaFree(flush));
+    size_t chosen = 0;
+    for (size_t e = 1; e < equal.size(); e++) {
+        if (best[e] < best[chosen]) chosen = e;
+    }
+    if (best[chosen] > 0.97f * best[0]) chosen = 0;  // within the timing noise: keep the default
+    tg.plan = equal[chosen];
+    tg.default_ms = best[0];
+    tg.chosen_ms = best[chosen];
 }
 
 GraphPtr new_graph() {
@@ -108,7 +221,7 @@ std::shared_ptr<fe::graph::Tensor_attributes> add_input(fe::graph::Graph& graph,
     return graph.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
 }
 
-GraphPtr build_forward_graph(const AttentionShape& s, bool is_training) {
+TunedGraph build_forward_graph(const AttentionShape& s, bool is_training) {
     const AttentionLayout L(s.B, s.T, s.NH, s.HS);
     GraphPtr graph = new_graph();
     try {
@@ -127,14 +240,13 @@ GraphPtr build_forward_graph(const AttentionShape& s, bool is_training) {
             stats->set_output(true).set_uid(kUidStats).set_data_type(fe::DataType_t::FLOAT)
                 .set_dim(L.stats_dims).set_stride(L.stats_strides);
         }
-        finalize_graph(*graph, s);
+        return finalize_graph(graph, s);
     } catch (const std::exception& e) {  // the frontend throws when no SDPA implementation fits
         attention_failed(s, e.what(), "build_forward_graph", __FILE__, __LINE__);
     }
-    return graph;
 }
 
-GraphPtr build_backward_graph(const AttentionShape& s) {
+TunedGraph build_backward_graph(const AttentionShape& s) {
     const AttentionLayout L(s.B, s.T, s.NH, s.HS);
     GraphPtr graph = new_graph();
     try {
@@ -158,11 +270,10 @@ GraphPtr build_backward_graph(const AttentionShape& s) {
         dQ->set_output(true).set_uid(kUidDQ).set_dim(L.dims).set_stride(L.qkv_strides);
         dK->set_output(true).set_uid(kUidDK).set_dim(L.dims).set_stride(L.qkv_strides);
         dV->set_output(true).set_uid(kUidDV).set_dim(L.dims).set_stride(L.qkv_strides);
-        finalize_graph(*graph, s);
+        return finalize_graph(graph, s);
     } catch (const std::exception& e) {
         attention_failed(s, e.what(), "build_backward_graph", __FILE__, __LINE__);
     }
-    return graph;
 }
 
 AttentionShape make_shape(int B, int T, int NH, int C, const char* pass) {
@@ -210,7 +321,13 @@ void attention_forward_cudnn(floatX* out, float* stats, const floatX* inp, int B
     if (is_training) pointers[kUidStats] = stats;
 
     cudnnCheck(cudnnSetStream(cudnn_handle, stream));
-    feCheck(it->second->execute(cudnn_handle, pointers, cudnn_workspace), s);
+    TunedGraph& tg = it->second;
+    if (!tg.tuned) {
+        std::vector<std::pair<void*, size_t>> outputs = {{out, (size_t)B * T * C * sizeof(floatX)}};
+        if (is_training) outputs.push_back({stats, (size_t)B * NH * T * sizeof(float)});
+        plan_autotune(tg, pointers, outputs, s, stream);
+    }
+    feCheck(tg.graph->execute_plan_at_index(cudnn_handle, pointers, cudnn_workspace, tg.plan), s);
 }
 
 void attention_backward_cudnn(floatX* dinp, const floatX* dout, const floatX* inp, const floatX* out,
@@ -230,7 +347,38 @@ void attention_backward_cudnn(floatX* dinp, const floatX* dout, const floatX* in
         {kUidDQ, dinp}, {kUidDK, dinp + C}, {kUidDV, dinp + 2 * C}};
 
     cudnnCheck(cudnnSetStream(cudnn_handle, stream));
-    feCheck(it->second->execute(cudnn_handle, pointers, cudnn_workspace), s);
+    TunedGraph& tg = it->second;
+    if (!tg.tuned) plan_autotune(tg, pointers, {{dinp, (size_t)B * T * 3 * C * sizeof(floatX)}}, s, stream);
+    feCheck(tg.graph->execute_plan_at_index(cudnn_handle, pointers, cudnn_workspace, tg.plan), s);
+}
+
+void cudnn_set_autotune(bool on) {
+    if (on == cudnn_autotune) return;
+    if (!forward_graphs.empty() || !backward_graphs.empty()) {
+        fatal("cudnn_set_autotune: change it before the first attention call (or after destroy_cudnn)");
+    }
+    cudnn_autotune = on;
+}
+
+std::string cudnn_autotune_summary() {
+    if (!cudnn_autotune) return "cuDNN attention autotune: off";
+    std::string out = "cuDNN attention autotune (plans bitwise equal to the default; one call, default -> chosen):";
+    auto add = [&](const char* pass, const TunedGraph& tg, int B, int T, int NH) {
+        if (!tg.tuned) return;
+        char buf[256];
+        snprintf(buf, sizeof(buf), "\n  %s B=%d T=%d NH=%d: %lld plans, %d equal, %.3f -> %.3f ms, plan %lld (default %lld)",
+                 pass, B, T, NH, (long long)tg.graph->get_execution_plan_count(), tg.equal_plans, tg.default_ms,
+                 tg.chosen_ms, (long long)tg.plan, (long long)tg.default_plan);
+        out += buf;
+    };
+    for (const auto& kv : forward_graphs) {
+        add(std::get<4>(kv.first) ? "forward" : "forward (inference)", kv.second, std::get<0>(kv.first),
+            std::get<2>(kv.first), std::get<1>(kv.first));
+    }
+    for (const auto& kv : backward_graphs) {
+        add("backward", kv.second, std::get<0>(kv.first), std::get<2>(kv.first), std::get<1>(kv.first));
+    }
+    return out;
 }
 
 #endif  // !defined(__CUDA_ARCH__)

@@ -12,11 +12,15 @@
  * The backward is cuDNN's deterministic algorithm, so results are bitwise reproducible.
  *
  * Graphs are built once per shape on first use and cached; the first call with a new shape is slow
- * (tens to hundreds of ms), later calls only launch. One workspace buffer, grown when a new graph
+ * (tens to hundreds of ms), later calls only launch. Plan autotune (on unless cudnn_set_autotune(false);
+ * train_gpt2cu -ma 0): on a graph's first call, the fastest of cuDNN's plans whose outputs are bitwise
+ * equal to the default plan's is kept, as llmc/matmul.cuh does for cuBLASLt, so the numbers do not
+ * depend on the timing. One workspace buffer, grown when a new graph
  * needs more. Any cuDNN error prints the shape and cuDNN's message, then exits with status 1.
  */
 #pragma once
 
+#include <string>
 #include "llmc/cuda_common.h"
 
 // create_cudnn: the cuDNN handle (and a library version check), for the current device. The attention
@@ -35,3 +39,8 @@ void attention_backward_cudnn(floatX* dinp,          // (B, T, 3, NH, HS)
                               const floatX* out,     // (B, T, NH, HS), from the forward
                               const float* stats,    // (B, NH, T), from the forward with is_training
                               int B, int T, int NH, int C, cudaStream_t stream);
+
+// Plan autotune on/off (default on); only before the first attention call or after destroy_cudnn.
+void cudnn_set_autotune(bool on);
+// Lines on what the autotune chose per graph (plans, how many bitwise equal, default -> chosen time).
+std::string cudnn_autotune_summary();

@@ -143,7 +143,7 @@ struct GPT2Options {
     int gelu_fusion = 0;         // -ge
     bool use_master_weights = true;  // -w (bf16 builds only)
     bool allow_tf32 = true;      // -f (FP32 builds only)
-    bool matmul_autotune = true; // -ma (llmc/matmul.cuh)
+    bool matmul_autotune = true; // -ma (llmc/matmul.cuh, and the cuDNN attention plans)
 };
 
 struct GPT2 {
@@ -235,6 +235,9 @@ inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Op
     gpt2_set_param_pointers(&model->grads, model->grads_memory, model->param_sizes);
     matmul_context().allow_tf32 = opt.allow_tf32;
     matmul_context().autotune = opt.matmul_autotune;
+#ifdef ENABLE_CUDNN
+    cudnn_set_autotune(opt.matmul_autotune);  // -ma covers the attention plans too
+#endif
     cudaCheck(cudaMallocHost(&model->norm_host, sizeof(float)));
 }
 

@@ -6,7 +6,8 @@
  * with NaN first; compares out, stats (log-sum-exp), dq, dk, dv, printing max/mean abs error and the
  * relative error norm ||cudnn - ref|| / ||ref|| (bf16 threshold 2e-2); checks that two backward runs
  * are bitwise identical; times forward and backward (median of 20) and prints TFLOP/s with causal
- * flop counts (forward 2*B*NH*T*T*HS, backward 2.5x that). Exit status 1 if any check fails.
+ * flop counts (forward 2*B*NH*T*T*HS, backward 2.5x that); checks that the plans the autotune chose
+ * give the same bits as cuDNN's default plans (autotune off). Exit status 1 if any check fails.
  *
  * Build (repo root):  make USE_CUDNN=1 attention_cudnn_check
  *   by hand:          nvcc -O3 -std=c++17 -DENABLE_BF16 -I. -gencode arch=compute_90,code=sm_90 \
@@ -283,6 +284,28 @@ bool check_shape(int B, int T, int NH, int HS, uint32_t seed) {
     const float bwd_ms = median_ms([&] { attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream); });
     printf("  forward  %8.3f ms  %6.1f TFLOP/s   backward %8.3f ms  %6.1f TFLOP/s   (median of 20)\n",
            fwd_ms, fwd_flops / (fwd_ms * 1e9), bwd_ms, bwd_flops / (bwd_ms * 1e9));
+
+    // plan autotune: the plans chosen above must give the same bits as cuDNN's default plans
+    printf("  %s\n", cudnn_autotune_summary().c_str());
+    const auto h_out = to_host(out, n_btc);
+    const auto h_stats = to_host(stats, n_stats);
+    destroy_cudnn();
+    cudnn_set_autotune(false);
+    cudaCheck(cudaMemset(out, 0xFF, n_btc * sizeof(floatX)));
+    cudaCheck(cudaMemset(stats, 0xFF, n_stats * sizeof(float)));
+    cudaCheck(cudaMemset(dinp, 0xFF, n_qkv * sizeof(floatX)));
+    attention_forward_cudnn(out, stats, inp, B, T, NH, C, true, stream);
+    attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream);
+    auto same_bits = [](const auto& a, const auto& b) {
+        return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+    };
+    const bool same_out = same_bits(to_host(out, n_btc), h_out) && same_bits(to_host(stats, n_stats), h_stats);
+    const bool same_dinp = same_bits(to_host(dinp, n_qkv), h_dinp);
+    printf("  autotuned plans bitwise equal to the default plans: forward %s, backward %s\n",
+           same_out ? "yes" : "NO (FAIL)", same_dinp ? "yes" : "NO (FAIL)");
+    ok &= same_out && same_dinp;
+    destroy_cudnn();
+    cudnn_set_autotune(true);
     printf("  %s\n", ok ? "PASS" : "FAIL");
 
     cudaCheck(cudaFree(inp)); cudaCheck(cudaFree(dinp)); cudaCheck(cudaFree(dout));
