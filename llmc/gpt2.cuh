@@ -75,14 +75,14 @@ inline bool tensor_is_2d(int i) { return i == 0 || i == 1 || i == 4 || i == 6 ||
 
 struct ActivationTensors {
     floatX* encoded;    // (B, T, C)
-    floatX* ln1;        // (L, B, T, C), or (B, T, C) with recompute 2
+    floatX* ln1;        // (L, B, T, C + MATMUL_BIAS_PAD), or (B, T, ...) with recompute 2: see gpt2_ln_ld
     float* ln1_mean;    // (L, B, T)
     float* ln1_rstd;    // (L, B, T)
     floatX* qkv;        // (L, B, T, 3C): attention input
     floatX* atty;       // (L, B, T, C): attention output
     float* att_lse;     // (L, B, NH, T): softmax log-sum-exp
     floatX* residual2;  // (L, B, T, C)
-    floatX* ln2;        // (L, B, T, C), or (B, T, C) with recompute 2
+    floatX* ln2;        // (L, B, T, C + MATMUL_BIAS_PAD), or (B, T, ...) with recompute 2
     float* ln2_mean;    // (L, B, T)
     float* ln2_rstd;    // (L, B, T)
     floatX* fch;        // (L, B, T, 4C): fc output before GELU
@@ -104,20 +104,25 @@ struct ActivationLayout {
     size_t total;
 };
 
+// Row stride of ln1 / ln2, the inputs of the biased matmuls (qkv, fc): C plus the ones column that
+// gives their bias gradients from the weight-gradient GEMM (llmc/matmul.cuh).
+inline int gpt2_ln_ld(const GPT2Config& cfg) { return cfg.channels + MATMUL_BIAS_PAD; }
+
 // Sizes in bytes of every activation tensor for batch (B, T); each rounded up to 256 bytes.
 inline ActivationLayout gpt2_activation_layout(const GPT2Config& cfg, int B, int T, int recompute) {
     const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    const size_t LD = gpt2_ln_ld(cfg);
     const size_t BT = (size_t)B * T, X = sizeof(floatX), F = sizeof(float);
     const size_t ln_layers = recompute >= 2 ? 1 : L;
     const size_t gelu_layers = recompute >= 1 ? 1 : L;
     const size_t sizes[NUM_ACTIVATION_TENSORS] = {
         BT * C * X,                                  // encoded
-        ln_layers * BT * C * X, L * BT * F, L * BT * F,  // ln1, mean, rstd
+        ln_layers * BT * LD * X, L * BT * F, L * BT * F,  // ln1, mean, rstd
         L * BT * 3 * C * X,                          // qkv
         L * BT * C * X,                              // atty
         L * B * NH * T * F,                          // att_lse
         L * BT * C * X,                              // residual2
-        ln_layers * BT * C * X, L * BT * F, L * BT * F,  // ln2, mean, rstd
+        ln_layers * BT * LD * X, L * BT * F, L * BT * F,  // ln2, mean, rstd
         L * BT * 4 * C * X,                          // fch
         gelu_layers * BT * 4 * C * X,                // fch_gelu
         L * BT * C * X,                              // residual3
@@ -201,7 +206,10 @@ inline size_t gpt2_state_bytes(const GPT2Config& cfg, bool master, const MultiGp
 inline size_t gpt2_scratch_floats(const GPT2Config& cfg, int B, int T) {
     const int BT = B * T, C = cfg.channels;
     size_t reduce = 0;
-    for (int oc : {C, 3 * C, 4 * C}) reduce = std::max(reduce, column_reduce_scratch_floats(BT, oc));
+    for (int oc : {C, 3 * C, 4 * C}) {
+        reduce = std::max(reduce, column_reduce_scratch_floats(BT, oc));
+        reduce = std::max(reduce, matmul_bias_grad_scratch_floats(C, oc));
+    }
     reduce = std::max(reduce, layernorm_backward_scratch_floats(BT, C));
     const size_t att = (size_t)B * cfg.num_heads * T;
     return std::max(reduce, att) + GLOBAL_NORM_BLOCKS + 64;
@@ -415,6 +423,8 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     const int BT = B * T;
     const size_t btc = (size_t)BT * C;
+    const int LD = gpt2_ln_ld(cfg);  // ln1 / ln2 row stride
+    const size_t btld = (size_t)BT * LD;
     cudaStream_t s = model->stream;
     ActivationTensors& a = model->acts;
     const ParameterTensors& p = model->params;
@@ -434,34 +444,34 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     phase_mark(tm, "encoder fwd", s);
     encoder_forward(a.encoded, model->inputs, p.wte, p.wpe, B, T, C, s);
     phase_mark(tm, "residual+layernorm fwd", s);
-    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C, s);
+    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C, s, LD);
     for (int l = 0; l < L; l++) {
         const LayerView w = gpt2_layer_params(p, cfg, l);
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * btc;
-        floatX* ln1 = ln_per_layer ? a.ln1 + l * btc : a.ln1;
+        floatX* ln1 = ln_per_layer ? a.ln1 + l * btld : a.ln1;
         floatX* qkv = a.qkv + l * 3 * btc;
         floatX* atty = a.atty + l * btc;
         float* lse = a.att_lse + (size_t)l * B * NH * T;
         floatX* residual2 = a.residual2 + l * btc;
-        floatX* ln2 = ln_per_layer ? a.ln2 + l * btc : a.ln2;
+        floatX* ln2 = ln_per_layer ? a.ln2 + l * btld : a.ln2;
         floatX* fch = a.fch + l * 4 * btc;
         floatX* fch_gelu = gelu_per_layer ? a.fch_gelu + l * 4 * btc : a.fch_gelu;
         floatX* residual3 = a.residual3 + l * btc;
 
         phase_mark(tm, "matmul qkv fwd", s);
-        matmul_forward(qkv, nullptr, ln1, w.qkvw, w.qkvb, BT, C, 3 * C, s);
+        matmul_forward(qkv, nullptr, ln1, w.qkvw, w.qkvb, BT, C, 3 * C, s, LD);
         phase_mark(tm, "attention fwd", s);
         gpt2_attention_forward(atty, lse, qkv, B, T, C, NH, s);
         phase_mark(tm, "matmul attproj fwd", s);
         matmul_forward(a.scratch_btc, nullptr, atty, w.attprojw, w.attprojb, BT, C, C, s);
         phase_mark(tm, "residual+layernorm fwd", s);
         fused_residual_forward(residual2, ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, residual, a.scratch_btc,
-                               w.ln2w, w.ln2b, BT, C, s);
+                               w.ln2w, w.ln2b, BT, C, s, LD);
         phase_mark(tm, "matmul fc fwd", s);
         if (model->opt.gelu_fusion >= 1) {
-            matmul_forward(fch_gelu, fch, ln2, w.fcw, w.fcb, BT, C, 4 * C, s);
+            matmul_forward(fch_gelu, fch, ln2, w.fcw, w.fcb, BT, C, 4 * C, s, LD);
         } else {
-            matmul_forward(fch, nullptr, ln2, w.fcw, w.fcb, BT, C, 4 * C, s);
+            matmul_forward(fch, nullptr, ln2, w.fcw, w.fcb, BT, C, 4 * C, s, LD);
             phase_mark(tm, "gelu fwd", s);
             gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, s);
         }
@@ -471,9 +481,9 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         // residual add fused with the NEXT LayerNorm: ln1 of layer l+1, or the final one
         if (l + 1 < L) {
             const LayerView next = gpt2_layer_params(p, cfg, l + 1);
-            floatX* next_ln1 = ln_per_layer ? a.ln1 + (l + 1) * btc : a.ln1;
+            floatX* next_ln1 = ln_per_layer ? a.ln1 + (l + 1) * btld : a.ln1;
             fused_residual_forward(residual3, next_ln1, a.ln1_mean + (l + 1) * BT, a.ln1_rstd + (l + 1) * BT,
-                                   residual2, a.scratch_btc, next.ln1w, next.ln1b, BT, C, s);
+                                   residual2, a.scratch_btc, next.ln1w, next.ln1b, BT, C, s, LD);
         } else {
             fused_residual_forward(residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.scratch_btc, p.lnfw,
                                    p.lnfb, BT, C, s);
@@ -520,6 +530,8 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
     const int BT = B * T;
     const size_t btc = (size_t)BT * C;
+    const int LD = gpt2_ln_ld(cfg);  // ln1 / ln2 row stride
+    const size_t btld = (size_t)BT * LD;
     cudaStream_t s = model->stream;
     ActivationTensors& a = model->acts;
     const ParameterTensors& p = model->params;
@@ -560,14 +572,14 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         floatX* dfcprojb = g.fcprojb + l * C_;
 
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * btc;
-        floatX* ln1 = ln_per_layer ? a.ln1 + l * btc : a.ln1;
+        floatX* ln1 = ln_per_layer ? a.ln1 + l * btld : a.ln1;
         const float* ln1_mean = a.ln1_mean + l * BT;
         const float* ln1_rstd = a.ln1_rstd + l * BT;
         floatX* qkv = a.qkv + l * 3 * btc;
         floatX* atty = a.atty + l * btc;
         const float* lse = a.att_lse + (size_t)l * B * NH * T;
         floatX* residual2 = a.residual2 + l * btc;
-        floatX* ln2 = ln_per_layer ? a.ln2 + l * btc : a.ln2;
+        floatX* ln2 = ln_per_layer ? a.ln2 + l * btld : a.ln2;
         const float* ln2_mean = a.ln2_mean + l * BT;
         const float* ln2_rstd = a.ln2_rstd + l * BT;
         floatX* fch = a.fch + l * 4 * btc;
@@ -576,7 +588,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         // MLP: recompute what was not kept
         phase_mark(tm, "recompute (gelu, layernorm)", s);
         if (!gelu_per_layer) gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, s);
-        if (!ln_per_layer) layernorm_recompute(ln2, residual2, ln2_mean, ln2_rstd, w.ln2w, w.ln2b, BT, C, s);
+        if (!ln_per_layer) layernorm_recompute(ln2, residual2, ln2_mean, ln2_rstd, w.ln2w, w.ln2b, BT, C, s, LD);
         const bool fused_dgelu = model->opt.gelu_fusion >= 2;
         phase_mark(tm, "matmul fcproj bwd", s);
         matmul_backward(dl_bt4c, dfcprojw, nullptr, scratch, dresidual, fch_gelu, w.fcprojw,  // dfcprojb: LN bwd
@@ -584,7 +596,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         phase_mark(tm, "gelu bwd", s);
         if (!fused_dgelu) gelu_backward(dl_bt4c, fch, dl_bt4c, (size_t)BT * 4 * C, s);
         phase_mark(tm, "matmul fc bwd", s);
-        matmul_backward(dl_btc, dfcw, dfcb, scratch, dl_bt4c, ln2, w.fcw, nullptr, BT, C, 4 * C, s, tm);
+        matmul_backward(dl_btc, dfcw, dfcb, scratch, dl_bt4c, ln2, w.fcw, nullptr, BT, C, 4 * C, s, tm, LD);
         phase_mark(tm, "layernorm bwd", s);
         layernorm_backward(dresidual, dln2w, dln2b, scratch, dl_btc, residual2, w.ln2w, ln2_mean, ln2_rstd, BT, C, s,
                            dattprojb);
@@ -596,9 +608,9 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         phase_mark(tm, "attention bwd", s);
         gpt2_attention_backward(dqkv, scratch, dl_btc, qkv, atty, lse, B, T, C, NH, s);
         phase_mark(tm, "recompute (gelu, layernorm)", s);
-        if (!ln_per_layer) layernorm_recompute(ln1, residual, ln1_mean, ln1_rstd, w.ln1w, w.ln1b, BT, C, s);
+        if (!ln_per_layer) layernorm_recompute(ln1, residual, ln1_mean, ln1_rstd, w.ln1w, w.ln1b, BT, C, s, LD);
         phase_mark(tm, "matmul qkv bwd", s);
-        matmul_backward(dl_btc, dqkvw, dqkvb, scratch, dqkv, ln1, w.qkvw, nullptr, BT, C, 3 * C, s, tm);
+        matmul_backward(dl_btc, dqkvw, dqkvb, scratch, dqkv, ln1, w.qkvw, nullptr, BT, C, 3 * C, s, tm, LD);
         phase_mark(tm, "layernorm bwd", s);
         layernorm_backward(dresidual, dln1w, dln1b, scratch, dl_btc, residual, w.ln1w, ln1_mean, ln1_rstd, BT, C, s,
                            l > 0 ? g.fcprojb + (size_t)(l - 1) * C : nullptr);  // layer l-1's fcproj bias

@@ -20,10 +20,19 @@ constexpr float LAYERNORM_EPS = 1e-5f;
 // ----------------------------------------------------------------------------
 // kernels
 
+// Row r of an output with row stride out_ld > C is followed by out_ld - C padding columns written as
+// (1, 0, ..., 0): the ones column through which the next matmul's weight-gradient GEMM also yields
+// its bias gradient (llmc/matmul.cuh, MATMUL_BIAS_PAD).
+// Written by threads first, first + step, ... of the row.
+__device__ inline void layernorm_write_ones_column(floatX* out_row, int C, int out_ld, int first, int step) {
+    for (int p = first; p < out_ld - C; p += step) out_row[C + p] = (floatX)(p == 0 ? 1.0f : 0.0f);
+}
+
 // One warp per row. If residual_out != nullptr, the row is inp1 + inp2 and is stored there first.
+// out: row stride out_ld (>= C; padding as layernorm_write_ones_column).
 __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, floatX* residual_out,
                                          const floatX* inp1, const floatX* inp2, const floatX* weight,
-                                         const floatX* bias, int N, int C) {
+                                         const floatX* bias, int N, int C, int out_ld) {
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= N) return;
@@ -61,8 +70,9 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
             x128 b = load128(bias + c);
             x128 o;
             for (int k = 0; k < x128::size; k++) o[k] = (floatX)(((float)a[k] - m) * s * (float)w[k] + (float)b[k]);
-            store128(out + (size_t)row * C + c, o);
+            store128(out + (size_t)row * out_ld + c, o);
         }
+        layernorm_write_ones_column(out + (size_t)row * out_ld, C, out_ld, lane, WARP_SIZE);
     }
     if (lane == 0) {
         mean[row] = m;
@@ -72,7 +82,7 @@ __global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, 
 
 // Recompute the LayerNorm output from saved statistics (recompute level 2).
 __global__ void layernorm_recompute_kernel(floatX* out, const floatX* inp, const float* mean, const float* rstd,
-                                           const floatX* weight, const floatX* bias, int N, int C) {
+                                           const floatX* weight, const floatX* bias, int N, int C, int out_ld) {
     const size_t idx = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * x128::size;
     if (idx >= (size_t)N * C) return;
     const int row = idx / C;
@@ -80,7 +90,9 @@ __global__ void layernorm_recompute_kernel(floatX* out, const floatX* inp, const
     const float m = mean[row], s = rstd[row];
     x128 a = load128(inp + idx), w = load128(weight + c), b = load128(bias + c), o;
     for (int k = 0; k < x128::size; k++) o[k] = (floatX)(((float)a[k] - m) * s * (float)w[k] + (float)b[k]);
-    store128(out + idx, o);
+    floatX* out_row = out + (size_t)row * out_ld;
+    store128(out_row + c, o);
+    if (c == 0) layernorm_write_ones_column(out_row, C, out_ld, 0, 1);  // the row's first thread
 }
 
 #ifndef LAYERNORM_BWD_ROWS_PER_WARP  // -D override for lab sweeps
@@ -211,30 +223,41 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
 
 constexpr int LAYERNORM_BLOCK = 256;  // 8 rows per block
 
-inline void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* weight,
-                              const floatX* bias, int N, int C, cudaStream_t stream) {
+// out_ld: row stride of out, 0 for C; larger adds the ones column (layernorm_write_ones_column), and
+// must keep rows 16-byte aligned.
+inline int layernorm_out_ld(int C, int out_ld) {
     if (C % x128::size != 0) fatal("layernorm: C=%d must be a multiple of %d", C, x128::size);
+    if (out_ld == 0) return C;
+    if (out_ld < C || out_ld % x128::size != 0) fatal("layernorm: output row stride %d (C=%d)", out_ld, C);
+    return out_ld;
+}
+
+inline void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* weight,
+                              const floatX* bias, int N, int C, cudaStream_t stream, int out_ld = 0) {
+    out_ld = layernorm_out_ld(C, out_ld);
     const int rows_per_block = LAYERNORM_BLOCK / WARP_SIZE;
     layernorm_forward_kernel<<<ceil_div(N, rows_per_block), LAYERNORM_BLOCK, 0, stream>>>(
-        out, mean, rstd, nullptr, inp, nullptr, weight, bias, N, C);
+        out, mean, rstd, nullptr, inp, nullptr, weight, bias, N, C, out_ld);
     cudaCheckLaunch();
 }
 
 inline void fused_residual_forward(floatX* residual, floatX* out, float* mean, float* rstd, const floatX* inp1,
                                    const floatX* inp2, const floatX* weight, const floatX* bias, int N, int C,
-                                   cudaStream_t stream) {
-    if (C % x128::size != 0) fatal("layernorm: C=%d must be a multiple of %d", C, x128::size);
+                                   cudaStream_t stream, int out_ld = 0) {
+    out_ld = layernorm_out_ld(C, out_ld);
     const int rows_per_block = LAYERNORM_BLOCK / WARP_SIZE;
     layernorm_forward_kernel<<<ceil_div(N, rows_per_block), LAYERNORM_BLOCK, 0, stream>>>(
-        out, mean, rstd, residual, inp1, inp2, weight, bias, N, C);
+        out, mean, rstd, residual, inp1, inp2, weight, bias, N, C, out_ld);
     cudaCheckLaunch();
 }
 
 inline void layernorm_recompute(floatX* out, const floatX* inp, const float* mean, const float* rstd,
-                                const floatX* weight, const floatX* bias, int N, int C, cudaStream_t stream) {
+                                const floatX* weight, const floatX* bias, int N, int C, cudaStream_t stream,
+                                int out_ld = 0) {
+    out_ld = layernorm_out_ld(C, out_ld);
     const int block = 256;
     layernorm_recompute_kernel<<<ceil_div((long)N * C, (long)block * x128::size), block, 0, stream>>>(
-        out, inp, mean, rstd, weight, bias, N, C);
+        out, inp, mean, rstd, weight, bias, N, C, out_ld);
     cudaCheckLaunch();
 }
 

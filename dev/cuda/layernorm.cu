@@ -38,6 +38,16 @@ static void layernorm_ref(const std::vector<float>& x, const std::vector<float>&
     }
 }
 
+// ref (N, C) laid out with row stride ld, the padding columns as (1, 0, ..., 0): the ones column
+static std::vector<double> with_ones_column(const std::vector<double>& ref, int N, int C, int ld) {
+    std::vector<double> out((size_t)N * ld, 0.0);
+    for (int r = 0; r < N; r++) {
+        std::copy(ref.begin() + (size_t)r * C, ref.begin() + (size_t)(r + 1) * C, out.begin() + (size_t)r * ld);
+        out[(size_t)r * ld + C] = 1.0;
+    }
+    return out;
+}
+
 static void run_shape(const Shape& s) {
     const int N = s.N, C = s.C;
     const size_t NC = (size_t)N * C;
@@ -49,6 +59,8 @@ static void run_shape(const Shape& s) {
     floatX* weight = lab_alloc<floatX>(C);
     floatX* bias = lab_alloc<floatX>(C);
     floatX* out = lab_alloc<floatX>(NC);
+    const int LD = C + 8;  // padded output, as the trainer's ln1/ln2 (MATMUL_BIAS_PAD in llmc/matmul.cuh)
+    floatX* out_pad = lab_alloc<floatX>((size_t)N * LD);
     floatX* residual = lab_alloc<floatX>(NC);
     float* mean = lab_alloc<float>(N);
     float* rstd = lab_alloc<float>(N);
@@ -76,6 +88,11 @@ static void run_shape(const Shape& s) {
     lab_sync();
     check_close("layernorm_forward stats only, mean [" + shape + "]", download(mean, N), ref_mean, TOL_FP32);
     check_close("layernorm_forward stats only, rstd [" + shape + "]", download(rstd, N), ref_rstd, TOL_FP32);
+    poison(out_pad, (size_t)N * LD);
+    layernorm_forward(out_pad, mean, rstd, inp, weight, bias, N, C, 0, LD);
+    lab_sync();
+    check_close("layernorm_forward out, row stride C+8 with the ones column [" + shape + "]",
+                download(out_pad, (size_t)N * LD), with_ones_column(ref_out, N, C, LD), TOL_BF16);
     const float fwd_ms = time_ms([&] { layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, 0); });
     report("layernorm_forward", shape, fwd_ms, 2.0 * NC * sizeof(floatX) + 8.0 * N);
 
@@ -96,6 +113,11 @@ static void run_shape(const Shape& s) {
         check_close("fused_residual_forward out [" + shape + "]", download(out, NC), r_out, TOL_BF16);
         check_close("fused_residual_forward mean [" + shape + "]", download(mean, N), r_mean, TOL_FP32);
         check_close("fused_residual_forward rstd [" + shape + "]", download(rstd, N), r_rstd, TOL_FP32);
+        poison(out_pad, (size_t)N * LD);
+        fused_residual_forward(residual, out_pad, mean, rstd, inp, inp2, weight, bias, N, C, 0, LD);
+        lab_sync();
+        check_close("fused_residual_forward out, row stride C+8 with the ones column [" + shape + "]",
+                    download(out_pad, (size_t)N * LD), with_ones_column(r_out, N, C, LD), TOL_BF16);
         const float ms = time_ms([&] { fused_residual_forward(residual, out, mean, rstd, inp, inp2, weight, bias, N, C, 0); });
         report("fused_residual_forward", shape, ms, 4.0 * NC * sizeof(floatX) + 8.0 * N);
     }
@@ -118,6 +140,11 @@ static void run_shape(const Shape& s) {
         layernorm_recompute(out, inp, mean, rstd, weight, bias, N, C, 0);
         lab_sync();
         check_close("layernorm_recompute out [" + shape + "]", download(out, NC), ref, TOL_BF16);
+        poison(out_pad, (size_t)N * LD);
+        layernorm_recompute(out_pad, inp, mean, rstd, weight, bias, N, C, 0, LD);
+        lab_sync();
+        check_close("layernorm_recompute out, row stride C+8 with the ones column [" + shape + "]",
+                    download(out_pad, (size_t)N * LD), with_ones_column(ref, N, C, LD), TOL_BF16);
         const float ms = time_ms([&] { layernorm_recompute(out, inp, mean, rstd, weight, bias, N, C, 0); });
         report("layernorm_recompute", shape, ms, 2.0 * NC * sizeof(floatX) + 8.0 * N);
     }

@@ -6,6 +6,8 @@
  *   matmul_backward  dinp = dout @ W (* gelu'(dgelu_input))   poisoned first
  *                    dweight += dout^T inp, dbias += column sums of dout   start from random values
  *                    two runs from the same state must be bitwise equal
+ * Cases with a bias also run both with inp stored padded ("+pad": row stride C + MATMUL_BIAS_PAD, the
+ * ones column after the C values), where dbias comes out of the weight-gradient GEMM.
  * At the big shapes the CPU checks sampled rows (forward, dinp) and sampled weight rows (dweight), each
  * element in full; a GPU scan checks that no element anywhere is NaN/Inf. Times everything and prints
  * TFLOP/s (forward 2*N*C*OC flops, backward 4*N*C*OC). Exit status 1 if any check fails.
@@ -65,6 +67,19 @@ static void run_case(const Case& cs) {
     const std::vector<float> h_inp = download(inp, (size_t)N * C);
     const std::vector<float> h_w = download(weight, (size_t)OC * C);
     const std::vector<float> h_bias = bias ? download(bias, OC) : std::vector<float>(OC, 0.f);
+    // the same input with the ones column: row stride C + MATMUL_BIAS_PAD, padding (1, 0, ..., 0)
+    const int LD = C + MATMUL_BIAS_PAD;
+    floatX* inp_pad = nullptr;
+    if (cs.bias) {
+        inp_pad = lab_alloc<floatX>((size_t)N * LD);
+        cudaCheck(cudaMemset(inp_pad, 0, (size_t)N * LD * sizeof(floatX)));
+        cudaCheck(cudaMemcpy2D(inp_pad, LD * sizeof(floatX), inp, C * sizeof(floatX), C * sizeof(floatX), N,
+                               cudaMemcpyDeviceToDevice));
+        const std::vector<floatX> ones(N, (floatX)1.0f);
+        cudaCheck(cudaMemcpy2D(inp_pad + C, LD * sizeof(floatX), ones.data(), sizeof(floatX), sizeof(floatX), N,
+                               cudaMemcpyHostToDevice));
+    }
+    const int pad_variants = cs.bias ? 2 : 1;
 
     // ---- forward (plain, then with GELU)
     const std::vector<int> rows_f = sample_rows(N, rows_to_check(N, 2e8, (double)C * OC));
@@ -77,12 +92,17 @@ static void run_case(const Case& cs) {
             ref_gelu[i * OC + o] = gelu_ref(v);
         }
     }
-    for (int with_gelu = 0; with_gelu <= (cs.gelu ? 1 : 0); with_gelu++) {
-        const std::string kernel = std::string("matmul_forward") + (cs.bias ? "+bias" : "") + (with_gelu ? "+gelu" : "");
+    for (int v = 0; v < (cs.gelu ? 2 : 1) * pad_variants; v++) {
+        const int with_gelu = cs.gelu ? v % 2 : 0;
+        const bool padded = v / (cs.gelu ? 2 : 1) == 1;
+        const std::string kernel = std::string("matmul_forward") + (cs.bias ? "+bias" : "") + (with_gelu ? "+gelu" : "") +
+                                   (padded ? "+pad" : "");
         floatX* pre_arg = with_gelu ? pre : nullptr;
+        const floatX* x = padded ? inp_pad : inp;
+        const int x_ld = padded ? LD : 0;
         poison(out, (size_t)N * OC);
         if (pre_arg) poison(pre, (size_t)N * OC);
-        matmul_forward(out, pre_arg, inp, weight, bias, N, C, OC, 0);
+        matmul_forward(out, pre_arg, x, weight, bias, N, C, OC, 0, x_ld);
         lab_sync();
         if (with_gelu) {
             check_close(kernel + " pre_gelu [" + shape + rows_note + "]", download_rows(pre, OC, rows_f), ref_pre, TOL_BF16);
@@ -92,7 +112,7 @@ static void run_case(const Case& cs) {
         }
         const size_t bad = count_nonfinite(out, (size_t)N * OC) + (pre_arg ? count_nonfinite(pre, (size_t)N * OC) : 0);
         check(kernel + " writes every element [" + shape + "]", bad == 0, strfmt("%zu NaN/Inf left", bad));
-        const float ms = time_ms([&] { matmul_forward(out, pre_arg, inp, weight, bias, N, C, OC, 0); });
+        const float ms = time_ms([&] { matmul_forward(out, pre_arg, x, weight, bias, N, C, OC, 0, x_ld); });
         report(kernel, strfmt("%s %dx%dx%d", cs.name, N, C, OC), ms,
                ((double)N * C + (double)OC * C + (1.0 + with_gelu) * N * OC) * sizeof(floatX), fwd_flops);
     }
@@ -108,7 +128,8 @@ static void run_case(const Case& cs) {
     floatX* dbias0 = cs.bias ? lab_alloc<floatX>(OC) : nullptr;
     floatX* dbias1 = cs.bias ? lab_alloc<floatX>(OC) : nullptr;
     floatX* dgelu_in = cs.dgelu ? lab_alloc<floatX>((size_t)N * C) : nullptr;
-    const size_t scratch_n = cs.bias ? column_reduce_scratch_floats(N, OC) : 0;
+    const size_t scratch_n =
+        cs.bias ? std::max(column_reduce_scratch_floats(N, OC), matmul_bias_grad_scratch_floats(C, OC)) : 0;
     float* scratch = cs.bias ? lab_alloc<float>(scratch_n) : nullptr;
     fill_uniform(dout, (size_t)N * OC, -1.f, 1.f);
     fill_uniform(dweight0, (size_t)OC * C, -1.f, 1.f);  // parameter gradients accumulate (+=)
@@ -159,10 +180,17 @@ static void run_case(const Case& cs) {
     const std::string brows = rows_b.size() < (size_t)N ? strfmt(", %zu rows", rows_b.size()) : "";
     const std::string wrows = rows_w.size() < (size_t)OC ? strfmt(", %zu rows", rows_w.size()) : "";
 
-    for (int with_dgelu = 0; with_dgelu <= (cs.dgelu ? 1 : 0); with_dgelu++) {
-        const std::string kernel = std::string("matmul_backward") + (cs.bias ? "+bias" : "") + (with_dgelu ? "+dgelu" : "");
+    for (int v = 0; v < (cs.dgelu ? 2 : 1) * pad_variants; v++) {
+        const int with_dgelu = cs.dgelu ? v % 2 : 0;
+        const bool padded = v / (cs.dgelu ? 2 : 1) == 1;
+        const std::string kernel = std::string("matmul_backward") + (cs.bias ? "+bias" : "") + (with_dgelu ? "+dgelu" : "") +
+                                   (padded ? "+pad" : "");
         const floatX* dg = with_dgelu ? dgelu_in : nullptr;
-        auto launch = [&] { matmul_backward(dinp, dweight, dbias, scratch, dout, inp, weight, dg, N, C, OC, 0); };
+        const floatX* x = padded ? inp_pad : inp;
+        const int x_ld = padded ? LD : 0;
+        auto launch = [&] {
+            matmul_backward(dinp, dweight, dbias, scratch, dout, x, weight, dg, N, C, OC, 0, nullptr, x_ld);
+        };
         restore();
         launch();
         lab_sync();

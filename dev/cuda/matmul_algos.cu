@@ -138,7 +138,9 @@ int main() {
     const int max_candidates = (int)env_or("MATMUL_ALGOS_MAX", 32);
     const int C = 768, L = 12, Vp = 50304;
     using E = MatmulEpilogue;
-    // the calls of gpt2_forward / gpt2_backward (llmc/gpt2.cuh) through matmul_forward / matmul_backward
+    // the calls of gpt2_forward / gpt2_backward (llmc/gpt2.cuh) through matmul_forward / matmul_backward,
+    // packed. (The trainer's qkv and fc inputs have row stride C + MATMUL_BIAS_PAD: their forward reads
+    // with ldb = C + 8, their weight gradient is m = C + 8 into fp32; the matmul lab's "+pad" cases time those.)
     const std::vector<Gemm> gemms = {
         {"qkv fwd", 3 * C, N, C, true, false, E::Bias, false, L},
         {"attproj fwd", C, N, C, true, false, E::Bias, false, L},
