@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "llmc/autotune.h"
 #include "llmc/cudnn_att.h"
 
 #define cudnnCheck(stmt) do { cudnnStatus_t s_ = (stmt); \
@@ -123,11 +124,11 @@ void copy_to_host(std::vector<char>& host, const void* d, size_t bytes, cudaStre
 // Picks tg.plan on the call's own data, as llmc/matmul.cuh does for cuBLASLt: each other plan that
 // builds, needs no more workspace than the default and runs without error is executed once, its
 // outputs ([pointer, bytes] pairs) compared bit for bit with the default plan's; the bitwise-equal
-// ones are timed (four rounds, L2 overwritten before each run, fastest round) and the fastest is kept
-// when it beats the default by 3%. So the numbers are the default plan's whatever the timing says,
-// and runs stay reproducible across processes. The outputs are poisoned (0xFF bytes, NaN) before each
-// trial, so a plan that leaves any of them unwritten cannot pass as equal; they end as one default run
-// leaves them (no plan reads them).
+// ones are timed and the fastest is kept when it beats the default by AUTOTUNE_MIN_GAIN (both in
+// llmc/autotune.h). So the numbers are the default plan's whatever the timing says, and runs stay
+// reproducible across processes. The outputs are poisoned (0xFF bytes, NaN) before each trial, so a
+// plan that leaves any of them unwritten cannot pass as equal; they end as one default run leaves
+// them (no plan reads them).
 void plan_autotune(TunedGraph& tg, std::unordered_map<int64_t, void*>& pointers,
                    const std::vector<std::pair<void*, size_t>>& outputs, const AttentionShape& s, cudaStream_t stream) {
     tg.tuned = true;
@@ -160,39 +161,12 @@ void plan_autotune(TunedGraph& tg, std::unordered_map<int64_t, void*>& pointers,
         if (trial == reference) equal.push_back(i);
     }
     tg.equal_plans = (int)equal.size();
-    void* flush = nullptr;
-    const size_t flush_bytes = 2 * (size_t)device_props().l2CacheSize;
-    if (cudaMalloc(&flush, flush_bytes) != cudaSuccess) {  // no room: time without the flush
-        (void)cudaGetLastError();
-        flush = nullptr;
-    }
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
-    std::vector<float> best(equal.size(), 1e30f);
-    for (int round = 0; round < 4; round++) {
-        for (size_t e = 0; e < equal.size(); e++) {
-            if (flush) cudaCheck(cudaMemsetAsync(flush, round, flush_bytes, stream));
-            cudaCheck(cudaEventRecord(start, stream));
-            feCheck(run(equal[e]), s);
-            cudaCheck(cudaEventRecord(stop, stream));
-            cudaCheck(cudaEventSynchronize(stop));
-            float ms = 0;
-            cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-            best[e] = std::min(best[e], ms);
-        }
-    }
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
-    if (flush) cudaCheck(cudaFree(flush));
-    size_t chosen = 0;
-    for (size_t e = 1; e < equal.size(); e++) {
-        if (best[e] < best[chosen]) chosen = e;
-    }
-    if (best[chosen] > 0.97f * best[0]) chosen = 0;  // within the timing noise: keep the default
+    const std::vector<float> times =
+        autotune_time((int)equal.size(), [&](int e) { feCheck(run(equal[e]), s); }, stream);
+    const int chosen = autotune_pick(times);
     tg.plan = equal[chosen];
-    tg.default_ms = best[0];
-    tg.chosen_ms = best[chosen];
+    tg.default_ms = times[0];
+    tg.chosen_ms = times[chosen];
 }
 
 GraphPtr new_graph() {

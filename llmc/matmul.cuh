@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 #include <tuple>
+#include "llmc/autotune.h"
 #include "llmc/column_reduce.cuh"
 #include "llmc/phase_timer.h"
 
@@ -48,7 +49,6 @@ constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;
 // Row padding of a matmul input that carries the ones column (header comment): 8 elements keep every
 // row 16-byte aligned, as cuBLASLt wants; 1 column would make the GEMM 6x slower (measured on the H200).
 constexpr int MATMUL_BIAS_PAD = 8;
-constexpr float MATMUL_AUTOTUNE_MIN_GAIN = 0.03f;  // autotune: keep the first candidate unless 3% slower
 
 // (cuBLASLt's DGELU_BGRAD, which would also give the fc bias gradient, was measured and rejected: on
 // the H200 it ran 3x slower than DGELU for the fcproj backward, and its bf16 column sums were coarse.)
@@ -259,48 +259,16 @@ inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHe
         if (i == 0) reference = h;
         if (h == reference) equal.push_back(i);
     }
-    // time: four rounds of one run per candidate, each run after L2 is overwritten (back-to-back runs
-    // find their operands in L2, which the step's GEMMs mostly do not: that hid a 12% difference
-    // between the LM head forward's candidates); the fastest round counts
-    void* flush = nullptr;
-    const size_t flush_bytes = 2 * (size_t)device_props().l2CacheSize;
-    if (cudaMalloc(&flush, flush_bytes) != cudaSuccess) {  // no room: time without the flush
-        (void)cudaGetLastError();
-        flush = nullptr;
-    }
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
-    std::vector<float> best(cands.size(), 1e30f);
-    for (int round = 0; round < 4; round++) {
-        for (int i : equal) {
-            if (flush) cudaCheck(cudaMemsetAsync(flush, round, flush_bytes, stream));
-            cudaCheck(cudaEventRecord(start, stream));
-            run(i);
-            cudaCheck(cudaEventRecord(stop, stream));
-            cudaCheck(cudaEventSynchronize(stop));
-            float ms = 0;
-            cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-            best[i] = std::min(best[i], ms);
-        }
-    }
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
-    if (flush) cudaCheck(cudaFree(flush));
-    // another candidate only when clearly faster: differences of ~1% are within the timing noise, and
-    // a GEMM timed alone can rank differently inside the step (other kernels' data in L2)
-    int chosen = 0;
-    for (int i : equal) {
-        if (best[i] < best[chosen]) chosen = i;
-    }
-    if (best[chosen] > (1.0f - MATMUL_AUTOTUNE_MIN_GAIN) * best[0]) chosen = 0;
+    const std::vector<float> times = autotune_time((int)equal.size(), [&](int e) { run(equal[e]); }, stream);
+    std::vector<float> best(cands.size(), 0.0f);
+    for (size_t e = 0; e < equal.size(); e++) best[equal[e]] = times[e];
+    const int chosen = equal[autotune_pick(times)];  // equal[0] == 0: the first candidate
     plan.algo = cands[chosen].algo;
     plan.candidates = (int)cands.size();
     plan.chosen = chosen;
     plan.first_ms = best[0];
     plan.chosen_ms = best[chosen];
-    plan.trial_ms.assign(cands.size(), 0.0f);
-    for (int i : equal) plan.trial_ms[i] = best[i];
+    plan.trial_ms = best;
     restore();
     run(chosen);  // the call itself
     if (saved) {
