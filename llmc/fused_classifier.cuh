@@ -12,8 +12,8 @@
  * Three passes over the row: max; e = exp(x - max), summed; dlogits from e. When dlogits are written,
  * the sum pass stores e in the row's place in shared memory, so the last pass needs no second exp (the
  * exps were the kernel's largest compute cost). bf16 builds store e as fp16 scaled by 2^15 (e <= 1):
- * relative error 2^-12 down to e ~ 2e-9, absolute ~1e-12 below, against the 2^-9 of the bf16
- * dlogits it produces; the loss is summed from the fp32 e, unchanged. fp32 builds store e exactly.
+ * relative error at most 2^-11 down to e ~ 2e-9, absolute ~1e-12 below, against the 2^-9 of the bf16
+ * dlogits it produces; the loss is summed from the fp32 values. fp32 builds store e * 2^15 exactly.
  */
 #pragma once
 
@@ -35,17 +35,27 @@ inline int classifier_cached_vectors(int Vp) {
     return row_vectors < max_vectors ? row_vectors : max_vectors;
 }
 
-// max of the 8 (bf16) or 4 (fp32) values
+// max of the 8 (bf16) or 4 (fp32) values. bf16: pairwise on packed bf16x2 (4 instructions per vector
+// instead of 8 conversions and 7 float maxes; the max of bf16 values is exact in either).
 __device__ inline float vector_max(const x128& v) {
+#if defined(ENABLE_BF16)
+    const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
+    const __nv_bfloat162 m = __hmax2(__hmax2(p[0], p[1]), __hmax2(p[2], p[3]));
+    return fmaxf(__low2float(m), __high2float(m));
+#else
     float m = (float)v[0];
 #pragma unroll
     for (int k = 1; k < x128::size; k++) m = fmaxf(m, (float)v[k]);
     return m;
+#endif
 }
 
-// e (x128::size values in [0, 1]) packed into the 16 bytes of one cached vector, and back (scaled by
-// 1/sum on the way out). bf16 builds: fp16 of e * 2^15; fp32 builds: e itself.
-constexpr float CLASSIFIER_EXP_SCALE = 32768.0f;
+// The sum pass works with e' = 2^15 * exp(x - max) = exp2(x * log2(e) - (max * log2(e) - 15)): one FMA
+// and one ex2 per value. e' in [0, 2^15] is what the row cache keeps (fp16 in bf16 builds, see the top
+// of the file). The dlogits pass multiplies it by dloss / sum(e'): one multiply per value, the one-hot
+// only in the target's vector. About half the instructions per value of scaling e on the way in and
+// out and subtracting a one-hot everywhere (dev/cuda/PERF.md row 16).
+constexpr float CLASSIFIER_EXP_SHIFT = 15.0f;  // log2 of the scale of e'
 
 // (templates, so that only the branch of the build's floatX is compiled)
 template <class T = floatX>
@@ -57,27 +67,24 @@ __device__ inline Packed128<T> classifier_pack_exp(const float* e) {
     } else {
         __half2* h = reinterpret_cast<__half2*>(&out);
 #pragma unroll
-        for (int k = 0; k < Packed128<T>::size / 2; k++) {
-            h[k] = __floats2half2_rn(e[2 * k] * CLASSIFIER_EXP_SCALE, e[2 * k + 1] * CLASSIFIER_EXP_SCALE);
-        }
+        for (int k = 0; k < Packed128<T>::size / 2; k++) h[k] = __floats2half2_rn(e[2 * k], e[2 * k + 1]);
     }
     return out;
 }
 
-// p[k] = e[k] / sum, given inv_sum = 1 / sum
+// g[k] = e'[k] * scale
 template <class T = floatX>
-__device__ inline void classifier_unpack_probs(const Packed128<T>& packed, float inv_sum, float* p) {
+__device__ inline void classifier_unpack_scaled(const Packed128<T>& packed, float scale, float* g) {
     if constexpr (std::is_same_v<T, float>) {
 #pragma unroll
-        for (int k = 0; k < Packed128<T>::size; k++) p[k] = packed[k] * inv_sum;
+        for (int k = 0; k < Packed128<T>::size; k++) g[k] = packed[k] * scale;
     } else {
         const __half2* h = reinterpret_cast<const __half2*>(&packed);
-        const float scale = inv_sum * (1.0f / CLASSIFIER_EXP_SCALE);
 #pragma unroll
         for (int k = 0; k < Packed128<T>::size / 2; k++) {
             const float2 f = __half22float2(h[k]);
-            p[2 * k] = f.x * scale;
-            p[2 * k + 1] = f.y * scale;
+            g[2 * k] = f.x * scale;
+            g[2 * k + 1] = f.y * scale;
         }
     }
 }
@@ -111,40 +118,51 @@ __global__ void __launch_bounds__(CLASSIFIER_BLOCK)
         }
         return v;
     };
+    // e' of a vector (0 in the padding)
+    constexpr float LOG2E = 1.4426950408889634f;
+    auto exp_scaled = [&](const x128& v, float offset, float* e) {
+#pragma unroll
+        for (int k = 0; k < S; k++) e[k] = exp2f(fmaf((float)v[k], LOG2E, offset));
+    };
     float max_val = -INFINITY;
     for (int j = threadIdx.x; j < vectors; j += blockDim.x) max_val = fmaxf(max_val, vector_max(vec(j)));
     const float block_max = block_reduce_max(max_val);
+    const float offset = CLASSIFIER_EXP_SHIFT - block_max * LOG2E;
     float sum = 0.f;
     for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
-        const x128 v = vec(j);
         float e[S];
+        exp_scaled(vec(j), offset, e);
 #pragma unroll
-        for (int k = 0; k < S; k++) {
-            e[k] = expf((float)v[k] - block_max);  // 0 in the padding
-            sum += e[k];
-        }
+        for (int k = 0; k < S; k++) sum += e[k];
         if (WriteDLogits && j < cached) row_cache[j] = classifier_pack_exp(e);  // only this thread reads it back
     }
-    const float block_sum = block_reduce_sum(sum);
-    const float log_norm = block_max + logf(block_sum);
+    const float block_sum = block_reduce_sum(sum);  // sum of e' = 2^15 * sum of e
+    const float log_norm = block_max + logf(block_sum) - CLASSIFIER_EXP_SHIFT * 0.6931471805599453f;
 
     if (threadIdx.x == 0) losses[row] += log_norm - target_logit;
 
     if constexpr (WriteDLogits) {
-        const float inv_sum = 1.0f / block_sum;
+        const float scale = dloss / block_sum;  // dloss * softmax = scale * e'
+        const int target_vector = target / S;
         for (int j = threadIdx.x; j < vectors; j += blockDim.x) {
-            float p[S];  // softmax; 0 in the padding
+            float g[S];  // dloss * softmax; 0 in the padding
             if (j < cached) {
-                classifier_unpack_probs(row_cache[j], inv_sum, p);
+                classifier_unpack_scaled(row_cache[j], scale, g);
             } else {
-                const x128 v = vec(j);
+                exp_scaled(vec(j), offset, g);
 #pragma unroll
-                for (int k = 0; k < S; k++) p[k] = expf((float)v[k] - log_norm);
+                for (int k = 0; k < S; k++) g[k] *= scale;
             }
-            x128 g;
+            if (j == target_vector) {  // the one-hot: one vector per row, one column of it
 #pragma unroll
-            for (int k = 0; k < S; k++) g[k] = (floatX)((p[k] - (j * S + k == target ? 1.0f : 0.0f)) * dloss);
-            store128cs(x + j * S, g);
+                for (int k = 0; k < S; k++) {
+                    if (j * S + k == target) g[k] -= dloss;
+                }
+            }
+            x128 out;
+#pragma unroll
+            for (int k = 0; k < S; k++) out[k] = (floatX)g[k];
+            store128cs(x + j * S, out);
         }
     }
 }
