@@ -46,6 +46,11 @@ endif
 # ---------------------------------------------------------------------------------------------
 # Flags
 BUILD_TAG := $(PRECISION)-cudnn$(USE_CUDNN)-nccl$(if $(filter 0,$(NO_MULTI_GPU)),1,0)-mpi$(if $(filter 0,$(NO_USE_MPI)),1,0)-sm$(GPU_COMPUTE_CAPABILITY)
+# a cuDNN outside the system dirs (CUDNN_HOME) gets build dirs of its own, named by a checksum of the path:
+# its objects are compiled against that cuDNN's headers and linked to its library
+ifneq ($(and $(filter 1,$(USE_CUDNN)),$(strip $(CUDNN_HOME))),)
+  BUILD_TAG := $(BUILD_TAG)-cudnnhome$(shell printf '%s' '$(strip $(CUDNN_HOME))' | cksum | cut -d' ' -f1)
+endif
 BUILD_DIR := build/$(BUILD_TAG)
 
 NVCC_FLAGS := -O3 -std=c++17 --use_fast_math -lineinfo -Xptxas=-warn-spills -Xcompiler=-Wall,-Wno-unused-function

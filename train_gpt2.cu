@@ -534,6 +534,7 @@ static void setup(Trainer& tr) {
         row_s("precision", PRECISION_MODE_NAME);
 #ifdef ENABLE_CUDNN
         row_s("attention", "cuDNN flash attention");
+        row_s("cuDNN", cudnn_version_string());
 #else
         row_s("attention", "llmc/attention.cuh");
 #endif

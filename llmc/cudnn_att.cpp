@@ -270,6 +270,14 @@ void create_cudnn() {
     cudnnCheck(cudnnCreate(&cudnn_handle));
 }
 
+std::string cudnn_version_string() {
+    const size_t v = cudnnGetVersion();  // major * 10000 + minor * 100 + patch (cuDNN 9)
+    char buf[96];
+    snprintf(buf, sizeof(buf), "%zu.%zu.%zu (built against %d.%d.%d)", v / 10000, (v / 100) % 100, v % 100,
+             CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL);
+    return buf;
+}
+
 void destroy_cudnn() {
     forward_graphs.clear();
     backward_graphs.clear();

@@ -27,6 +27,9 @@
 // calls create it on first use if needed; calling it at start-up makes a bad cuDNN install fail early.
 void create_cudnn();
 void destroy_cudnn();  // frees the handle, the cached graphs and the workspace; safe to call twice
+// "9.19.0 (built against 9.19.0)": the loaded library's version and the headers' (they may differ in the
+// minor version, e.g. a newer libcudnn on LD_LIBRARY_PATH)
+std::string cudnn_version_string();
 
 void attention_forward_cudnn(floatX* out,         // (B, T, NH, HS)
                              float* stats,        // (B, NH, T), may be nullptr when !is_training

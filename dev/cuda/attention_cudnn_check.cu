@@ -319,6 +319,7 @@ int main() {
     const cudaDeviceProp& props = device_props();
     printf("device: %s (sm_%d%d)\n", props.name, props.major, props.minor);
     create_cudnn();
+    printf("cuDNN %s\n", cudnn_version_string().c_str());
 
     struct Shape { int B, T, NH, HS; };
     // small to GPT-2 124M training size (B=64, T=1024, NH=12); T=100 is not a multiple of any tile size
