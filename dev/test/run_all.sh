@@ -61,6 +61,12 @@ for combo in "BF16 0 0 0" "BF16 0 0 1" "BF16 0 1 1" "FP32 0 0 0" "FP32 0 0 1" "F
     name="build-${1}-cudnn${2}-nomultigpu${3}-nompi${4}"
     run "$name" make train_gpt2cu test_gpt2cu PRECISION=$1 USE_CUDNN=$2 NO_MULTI_GPU=$3 NO_USE_MPI=$4 GPU_COMPUTE_CAPABILITY=90
 done
+# a cuDNN outside the system dirs (CUDNN_HOME): PyTorch's pip wheel, as scripts/bench.sh builds on the GPU
+# machine; its own build dir, linked with an rpath to the wheel's lib/
+wheel=$(python3 -c "import nvidia.cudnn; print(nvidia.cudnn.__path__[0])" 2>/dev/null)
+run build-BF16-cudnn1-cudnnhome-wheel make train_gpt2cu USE_CUDNN=1 NO_MULTI_GPU=1 NO_USE_MPI=1 CUDNN_HOME="$wheel" GPU_COMPUTE_CAPABILITY=90
+run cudnnhome-rpath bash -c "[ -n '$wheel' ] && readelf -d train_gpt2cu | grep -E '(RPATH|RUNPATH)' | grep -qF '$wheel/lib' &&
+    ls build | grep -q -- '-cudnnhome'"
 expect_fail build-FP32-cudnn1-refused "cuDNN fused attention is half precision only" make train_gpt2cu PRECISION=FP32 USE_CUDNN=1
 expect_fail build-bad-precision "PRECISION must be BF16 or FP32" make train_gpt2cu PRECISION=FP16
 expect_fail build-mpi-without-nccl "needs NCCL" make train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=0
