@@ -23,12 +23,7 @@ while [ $# -gt 0 ]; do
         *) echo "unknown argument $1"; exit 1;;
     esac
 done
-TS=dev/data/tinyshakespeare
-[ -f $TS/tiny_shakespeare_train.bin ] || bash dev/data/tinyshakespeare.sh || exit 1
-OUTDIR=${BENCH_DIR:-build/bench}
-mkdir -p "$OUTDIR"
-JOBS=$(nproc)
-
+case "$ONLY" in ""|cudnn|nocudnn) ;; *) echo "--only $ONLY: want cudnn or nocudnn"; exit 1;; esac
 # the cuDNN of the USE_CUDNN=1 build: a directory with include/cudnn.h and lib/libcudnn.so.9, or "" (system)
 torch_cudnn_dir() {
     python3 -c "import nvidia.cudnn, os; d = list(nvidia.cudnn.__path__)[0]; print(d if os.path.exists(d + '/lib/libcudnn.so.9') and os.path.exists(d + '/include/cudnn.h') else '')" 2>/dev/null
@@ -40,6 +35,12 @@ case "$CUDNN" in
     *) CUDNN_HOME_DIR=$CUDNN
        [ -f "$CUDNN_HOME_DIR/include/cudnn.h" ] || { echo "--cudnn $CUDNN: no include/cudnn.h there (want torch, system or a cuDNN dir)"; exit 1; };;
 esac
+
+TS=dev/data/tinyshakespeare
+[ -f $TS/tiny_shakespeare_train.bin ] || bash dev/data/tinyshakespeare.sh || exit 1
+OUTDIR=${BENCH_DIR:-build/bench}
+mkdir -p "$OUTDIR"
+JOBS=$(nproc)
 
 # peak memory of a process tree, sampled by nvidia-smi every 100 ms
 mem_watch() {  # $1 = file

@@ -83,6 +83,10 @@ expect_fail trainer-no-data "matches no files" ./train_gpt2cu -i /nonexistent/sh
 # the README's main job: prepares Tiny Shakespeare, then stops with a clear message (no GPU here)
 expect_fail quickstart-without-gpu "no NVIDIA GPU found" bash scripts/quickstart.sh
 run quickstart-prepared-data test -s dev/data/tinyshakespeare/tiny_shakespeare_train.bin -a -s gpt2_tokenizer.bin
+# the benchmark's arguments are checked before anything is built or run
+expect_fail bench-bad-argument "unknown argument --bogus" bash scripts/bench.sh --bogus
+expect_fail bench-bad-cudnn-dir "no include/cudnn.h there" bash scripts/bench.sh --cudnn /nonexistent
+expect_fail bench-bad-only "want cudnn or nocudnn" bash scripts/bench.sh --only cudnnn
 
 echo
 [ ${#failed_names[@]} -eq 0 ] || echo "failed: ${failed_names[*]}"
