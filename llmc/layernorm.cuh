@@ -261,35 +261,59 @@ inline void layernorm_recompute(floatX* out, const floatX* inp, const float* mea
     cudaCheckLaunch();
 }
 
-// Shape of the backward's grid: blocks of LAYERNORM_BWD_WARPS warps, as many as fit on the GPU at once
-// (a function of N, C and the GPU only, so results are reproducible on a given GPU).
+// Shape of the backward's grid: blocks of LAYERNORM_BWD_WARPS warps, or fewer where their per-warp
+// accumulators would not fit in shared memory (wide rows, or GPUs with less of it: 8 warps take 96 bytes
+// per channel, C rounded up to 256: 168 KB at C = 1600 against 163 KB on an A100, 99 KB on an RTX 4090,
+// 227 KB on an H100 / H200), and as many
+// blocks as fit on the GPU at once. A function of N, C and the GPU only, so results are reproducible on a
+// given GPU.
 constexpr int LAYERNORM_BWD_WARPS = 8;
 
 inline int layernorm_backward_slots(int C) { return ceil_div(C, WARP_SIZE * x128::size) * WARP_SIZE * x128::size; }
 
-inline size_t layernorm_backward_smem(int C, bool sum_dinp) {
-    return (size_t)LAYERNORM_BWD_WARPS * (sum_dinp ? 3 : 2) * layernorm_backward_slots(C) * sizeof(float);
+inline size_t layernorm_backward_smem(int C, bool sum_dinp, int warps) {
+    return (size_t)warps * (sum_dinp ? 3 : 2) * layernorm_backward_slots(C) * sizeof(float);
 }
+
+struct LayerNormBackwardGrid {
+    int warps, blocks;
+    size_t smem;
+};
 
 template <bool SumDinp>
-inline int layernorm_backward_blocks_for(int N, int C) {
-    const size_t smem = layernorm_backward_smem(C, SumDinp);
-    allow_dynamic_smem(layernorm_backward_kernel<SumDinp>, smem);
-    static int per_sm = 0, per_sm_C = -1;  // blocks per SM for the last C asked about
-    if (per_sm_C != C) {
+inline LayerNormBackwardGrid layernorm_backward_grid_for(int N, int C) {
+    static int cached_C = -1;  // the grid for the last C asked about
+    static LayerNormBackwardGrid g;
+    if (cached_C != C) {
+        cudaFuncAttributes attr;
+        cudaCheck(cudaFuncGetAttributes(&attr, layernorm_backward_kernel<SumDinp>));
+        const size_t limit = device_props().sharedMemPerBlockOptin - attr.sharedSizeBytes;  // minus its static smem
+        g.warps = LAYERNORM_BWD_WARPS;
+        while (g.warps > 1 && layernorm_backward_smem(C, SumDinp, g.warps) > limit) g.warps /= 2;
+        g.smem = layernorm_backward_smem(C, SumDinp, g.warps);
+        if (g.smem > limit) {
+            fatal("layernorm_backward: C=%d needs %zu bytes of shared memory even with one warp per block; this GPU "
+                  "allows %zu", C, g.smem, limit);
+        }
+        allow_dynamic_smem(layernorm_backward_kernel<SumDinp>, g.smem);
+        int per_sm = 0;
         cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layernorm_backward_kernel<SumDinp>,
-                                                                LAYERNORM_BWD_WARPS * WARP_SIZE, smem));
-        per_sm_C = C;
+                                                                g.warps * WARP_SIZE, g.smem));
+        if (per_sm < 1) fatal("layernorm_backward: no block of %d warps with %zu bytes of shared memory fits (C=%d)", g.warps, g.smem, C);
+        g.blocks = per_sm * device_props().multiProcessorCount;
+        cached_C = C;
     }
-    if (per_sm < 1) fatal("layernorm_backward: C=%d needs %zu bytes of shared memory per block, more than the GPU has", C, smem);
-    const int blocks = per_sm * device_props().multiProcessorCount;
-    const int max_blocks = ceil_div(N, LAYERNORM_BWD_WARPS);  // at least one row per warp
-    return blocks < max_blocks ? blocks : max_blocks;
+    LayerNormBackwardGrid out = g;
+    const int max_blocks = ceil_div(N, out.warps);  // at least one row per warp
+    if (out.blocks > max_blocks) out.blocks = max_blocks;
+    return out;
 }
 
-inline int layernorm_backward_blocks(int N, int C, bool sum_dinp) {
-    return sum_dinp ? layernorm_backward_blocks_for<true>(N, C) : layernorm_backward_blocks_for<false>(N, C);
+inline LayerNormBackwardGrid layernorm_backward_grid(int N, int C, bool sum_dinp) {
+    return sum_dinp ? layernorm_backward_grid_for<true>(N, C) : layernorm_backward_grid_for<false>(N, C);
 }
+
+inline int layernorm_backward_blocks(int N, int C, bool sum_dinp) { return layernorm_backward_grid(N, C, sum_dinp).blocks; }
 
 inline size_t layernorm_backward_scratch_floats(int N, int C) {
     const size_t with = (size_t)3 * layernorm_backward_blocks(N, C, true) * C;
@@ -304,17 +328,16 @@ inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
                                int N, int C, cudaStream_t stream, floatX* dinp_colsum = nullptr) {
     if (C % x128::size != 0) fatal("layernorm_backward: C=%d must be a multiple of %d", C, x128::size);
     const bool sum_dinp = dinp_colsum != nullptr;
-    const int blocks = layernorm_backward_blocks(N, C, sum_dinp);
-    const size_t smem = layernorm_backward_smem(C, sum_dinp);
+    const LayerNormBackwardGrid g = layernorm_backward_grid(N, C, sum_dinp);
     const int slots = layernorm_backward_slots(C);
     if (sum_dinp) {
-        layernorm_backward_kernel<true><<<blocks, LAYERNORM_BWD_WARPS * WARP_SIZE, smem, stream>>>(
+        layernorm_backward_kernel<true><<<g.blocks, g.warps * WARP_SIZE, g.smem, stream>>>(
             dinp, scratch, dout, inp, weight, mean, rstd, N, C, slots);
     } else {
-        layernorm_backward_kernel<false><<<blocks, LAYERNORM_BWD_WARPS * WARP_SIZE, smem, stream>>>(
+        layernorm_backward_kernel<false><<<g.blocks, g.warps * WARP_SIZE, g.smem, stream>>>(
             dinp, scratch, dout, inp, weight, mean, rstd, N, C, slots);
     }
     cudaCheckLaunch();
     floatX* outs[] = {dweight, dbias, dinp_colsum};
-    column_finish(outs, sum_dinp ? 3 : 2, scratch, blocks, C, stream);
+    column_finish(outs, sum_dinp ? 3 : 2, scratch, g.blocks, C, stream);
 }

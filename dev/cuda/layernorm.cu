@@ -239,7 +239,10 @@ static void run_shape(const Shape& s) {
         const float ms2 = time_ms([&] { layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol); });
         report("layernorm_backward +dinp_colsum", shape, ms2, 4.0 * NC * sizeof(floatX) + 8.0 * N);
         // of which the last step: the per-block partials (3, blocks, C) added into the three gradients
-        const int blocks = layernorm_backward_blocks(N, C, true);
+        const LayerNormBackwardGrid g = layernorm_backward_grid(N, C, true);
+        const int blocks = g.blocks;
+        printf("layernorm_backward grid [%s]: %d blocks of %d warps, %zu bytes of shared memory each\n", shape.c_str(),
+               g.blocks, g.warps, g.smem);
         floatX* outs[] = {dweight, dbias, dcol};
         const float ms3 = time_ms([&] { column_finish(outs, 3, scratch, blocks, C, 0); });
         report(strfmt("  of which column_finish (%d blocks)", blocks), shape, ms3, 3.0 * blocks * C * sizeof(float));
@@ -253,6 +256,8 @@ int main() {
         {64 * 1024, 768},  // d12 at the trainer's B=64, T=1024 (timings at B=8 do not scale)
         {2048, 1600},     // d48 width
         {37, 40},         // odd rows (not a multiple of 8 per block), C not a multiple of 256
+        {64, 4096},       // d64 width: the backward's 8 warps of accumulators exceed shared memory (4 on an H200)
+        {24, 8200},       // wider still (2 warps on an H200); C not a multiple of 256
     };
     for (const Shape& s : shapes) run_shape(s);
     return lab_finish();
