@@ -8,7 +8,13 @@
  * step total of each (times the number of calls per step). Exit status 1 if a candidate is not
  * deterministic or produces NaN/Inf.
  * Env: MATMUL_ALGOS_N=<rows> (default 65536), MATMUL_ALGOS_MAX=<candidates> (default 32).
+ * MATMUL_ALGOS_SEARCH=1 also searches beyond the heuristic's list: for each algorithm id it returned,
+ * every tile the id supports x stages (auto, the candidate's) x cluster shapes (auto, the candidate's,
+ * 1x1, 2x1, 1x2) x CTA swizzle 0/1, with the candidate's split-K, reduction and custom option; the
+ * configurations cublasLtMatmulAlgoCheck accepts are run, those bitwise equal to candidate 0 are timed
+ * once, the fastest three again with the lab's timer. Adds a "searched" column to the step total.
  */
+#include <set>
 #include "llmc/matmul.cuh"
 #include "common.h"
 
@@ -41,8 +47,136 @@ static std::string describe(const cublasLtMatmulAlgo_t& algo) {
 }
 
 struct Summary {
-    double def = 0, best = 0, best_eq = 0;
+    double def = 0, best = 0, best_eq = 0, searched = 0;
 };
+
+template <class T>
+static std::vector<T> cap_array(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+    size_t bytes = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS) return {};
+    std::vector<T> v(bytes / sizeof(T));
+    if (v.empty() || cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), bytes, &bytes) != CUBLAS_STATUS_SUCCESS) return {};
+    return v;
+}
+
+static std::string describe_full(const cublasLtMatmulAlgo_t& algo) {
+    uint16_t cluster = 0;
+    size_t w = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster), &w);
+    return describe(algo) + strfmt(" cluster16 %d", (int)cluster);
+}
+
+// Configurations beyond the heuristic's list (header comment). Returns the fastest bitwise-equal time,
+// at most t_heuristic (the heuristic's fastest bitwise-equal candidate).
+static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& cands,
+                    floatX* a, floatX* b, floatX* d, const floatX* d_ref, const floatX* d_init, floatX* bias,
+                    floatX* aux, float t_heuristic) {
+    MatmulContext& ctx = matmul_context();
+    const size_t nd = (size_t)g.m * g.n;
+    std::vector<cublasLtMatmulAlgo_t> configs;
+    std::set<std::vector<int>> seen;
+    int checked = 0;
+    for (const auto& c : cands) {
+        const int id = algo_attr(c.algo, CUBLASLT_ALGO_CONFIG_ID);
+        int32_t splitk = 1;
+        uint32_t red = 0, custom = 0, cand_stages = 0;
+        uint16_t cand_cluster = 0, inner = 0;
+        size_t w = 0;
+        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red), &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom), &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &cand_stages, sizeof(cand_stages), &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cand_cluster, sizeof(cand_cluster), &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof(inner), &w);
+        const std::vector<uint32_t> tiles = cap_array<uint32_t>(c.algo, CUBLASLT_ALGO_CAP_TILE_IDS);
+        int32_t swz_support = 0;
+        cublasLtMatmulAlgoCapGetAttribute(&c.algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swz_support, sizeof(swz_support), &w);
+        const std::set<uint32_t> stages = {0u, cand_stages};
+        const std::set<uint16_t> clusters = {0, cand_cluster, CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
+                                             CUBLASLT_CLUSTER_SHAPE_1x2x1};
+        for (uint32_t tile : tiles) {
+            for (uint32_t st : stages) {
+                for (uint16_t cl : clusters) {
+                    for (uint32_t swz = 0; swz <= (swz_support ? 1u : 0u); swz++) {
+                        const std::vector<int> key = {id, (int)tile, (int)st, (int)cl, (int)swz, splitk, (int)red, (int)custom, (int)inner};
+                        if (!seen.insert(key).second) continue;
+                        cublasLtMatmulAlgo_t algo;
+                        if (cublasLtMatmulAlgoInit(ctx.handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF,
+                                                   CUDA_R_16BF, CUDA_R_16BF, id, &algo) != CUBLAS_STATUS_SUCCESS) continue;
+                        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile));
+                        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st, sizeof(st));
+                        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk));
+                        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red));
+                        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof(swz));
+                        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom));
+                        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof(cl));
+                        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof(inner));
+                        cublasLtMatmulHeuristicResult_t r;
+                        checked++;
+                        if (cublasLtMatmulAlgoCheck(ctx.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo, &r) !=
+                            CUBLAS_STATUS_SUCCESS) continue;
+                        if (r.workspaceSize > CUBLASLT_WORKSPACE_BYTES) continue;
+                        configs.push_back(algo);
+                    }
+                }
+            }
+        }
+    }
+    if (epilogue_has_bias(g.epilogue)) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    if (epilogue_has_aux(g.epilogue)) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    }
+    const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
+    auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
+        return cublasLtMatmul(ctx.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, d, plan.c, d, plan.c, &algo,
+                              ctx.workspace, CUBLASLT_WORKSPACE_BYTES, 0);
+    };
+    auto reset = [&]() {
+        if (g.accumulate) copy_device(d, d_init, nd);
+    };
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    std::vector<std::pair<float, int>> timed;
+    int equal = 0, failed = 0;
+    for (size_t i = 0; i < configs.size(); i++) {
+        reset();
+        if (launch(configs[i]) != CUBLAS_STATUS_SUCCESS || cudaDeviceSynchronize() != cudaSuccess) {
+            (void)cudaGetLastError();
+            failed++;
+            continue;
+        }
+        if (count_bit_differences(d, d_ref, nd) != 0) continue;
+        equal++;
+        reset();
+        cudaCheck(cudaMemsetAsync(lab().l2_flush, (int)i & 0xFF, lab().l2_flush_bytes));
+        cudaCheck(cudaEventRecord(start));
+        launch(configs[i]);
+        cudaCheck(cudaEventRecord(stop));
+        cudaCheck(cudaEventSynchronize(stop));
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+        timed.push_back({ms, (int)i});
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    std::sort(timed.begin(), timed.end());
+    float best = t_heuristic;
+    std::string best_desc = "(none faster: the heuristic's)";
+    for (size_t j = 0; j < timed.size() && j < 3; j++) {
+        const cublasLtMatmulAlgo_t& algo = configs[timed[j].second];
+        const float ms = time_ms([&] { launch(algo); }, g.accumulate ? std::function<void()>(reset) : nullptr);
+        printf("   search #%zu %8.4f ms (single run %.4f)  %s\n", j, ms, timed[j].first, describe_full(algo).c_str());
+        if (ms < best) best = ms, best_desc = describe_full(algo);
+    }
+    printf("   search: %d configurations checked, %zu accepted, %d failed to run, %d bitwise equal to #0; "
+           "best %.4f ms vs heuristic's %.4f ms (%.1f%%) %s\n",
+           checked, configs.size(), failed, equal, best, t_heuristic, 100.0 * (t_heuristic - best) / t_heuristic,
+           best_desc.c_str());
+    return best;
+}
 
 static void survey(const Gemm& g, int max_candidates, Summary& total) {
     const size_t na = (size_t)g.m * g.k, nb = (size_t)g.k * g.n, nd = (size_t)g.m * g.n;
@@ -109,6 +243,10 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
                100.0 * (t_def - t_best_eq) / t_def);
         report(g.name + " default", strfmt("%dx%dx%d", g.m, g.n, g.k), t_def, 0, flops);
         report(g.name + " fastest", strfmt("%dx%dx%d", g.m, g.n, g.k), t_best, 0, flops);
+        const float t_searched = env_or("MATMUL_ALGOS_SEARCH", 0) != 0
+                                     ? search(g, plan, cands, a, b, d, d_ref, d_init, bias, aux, t_best_eq)
+                                     : t_best_eq;
+        total.searched += g.per_step * t_searched;
         total.def += g.per_step * t_def;
         total.best += g.per_step * t_best;
         total.best_eq += g.per_step * t_best_eq;
@@ -160,7 +298,9 @@ int main() {
     };
     Summary total;
     for (const Gemm& g : gemms) survey(g, max_candidates, total);
-    printf("\nstep total of the GEMMs: default %.2f ms, fastest %.2f ms (-%.2f), fastest bitwise-equal %.2f ms (-%.2f)\n",
-           total.def, total.best, total.def - total.best, total.best_eq, total.def - total.best_eq);
+    printf("\nstep total of the GEMMs: default %.2f ms, fastest %.2f ms (-%.2f), fastest bitwise-equal %.2f ms (-%.2f), "
+           "searched bitwise-equal %.2f ms (-%.2f)\n",
+           total.def, total.best, total.def - total.best, total.best_eq, total.def - total.best_eq, total.searched,
+           total.def - total.searched);
     return lab_finish();
 }
