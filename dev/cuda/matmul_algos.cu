@@ -27,23 +27,25 @@ struct Gemm {
     int per_step;
 };
 
+// One configuration attribute of an algorithm, read at its own width (T: the type cublasLt.h gives it;
+// the cluster shape and inner shape are uint16_t); -1 when it cannot be read.
+template <class T>
 static int algo_attr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
-    int v = -1;
+    T v{};
     size_t written = 0;
-    uint32_t u = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &u, sizeof(u), &written) == CUBLAS_STATUS_SUCCESS) {
-        v = (int)u;
-    }
-    return v;
+    return cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) == CUBLAS_STATUS_SUCCESS ? (int)v
+                                                                                                               : -1;
 }
 
 static std::string describe(const cublasLtMatmulAlgo_t& algo) {
     return strfmt("id %d tile %d stages %d splitK %d red %d swz %d opt %d cluster %d",
-                  algo_attr(algo, CUBLASLT_ALGO_CONFIG_ID), algo_attr(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
-                  algo_attr(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID), algo_attr(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
-                  algo_attr(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
-                  algo_attr(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), algo_attr(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
-                  algo_attr(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+                  algo_attr<int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID), algo_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                  algo_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                  algo_attr<int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                  algo_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                  algo_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+                  algo_attr<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+                  algo_attr<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
 struct Summary {
@@ -59,13 +61,6 @@ static std::vector<T> cap_array(const cublasLtMatmulAlgo_t& algo, cublasLtMatmul
     return v;
 }
 
-static std::string describe_full(const cublasLtMatmulAlgo_t& algo) {
-    uint16_t cluster = 0;
-    size_t w = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster), &w);
-    return describe(algo) + strfmt(" cluster16 %d", (int)cluster);
-}
-
 // Configurations beyond the heuristic's list (header comment). Returns the fastest bitwise-equal time,
 // at most t_heuristic (the heuristic's fastest bitwise-equal candidate).
 static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& cands,
@@ -77,19 +72,16 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
     std::set<std::vector<int>> seen;
     int checked = 0;
     for (const auto& c : cands) {
-        const int id = algo_attr(c.algo, CUBLASLT_ALGO_CONFIG_ID);
-        int32_t splitk = 1;
-        uint32_t red = 0, custom = 0, cand_stages = 0;
-        uint16_t cand_cluster = 0, inner = 0;
-        size_t w = 0;
-        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &cand_stages, sizeof(cand_stages), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cand_cluster, sizeof(cand_cluster), &w);
-        cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof(inner), &w);
+        const int id = algo_attr<int32_t>(c.algo, CUBLASLT_ALGO_CONFIG_ID);
+        const int32_t splitk = algo_attr<int32_t>(c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+        const uint32_t red = algo_attr<uint32_t>(c.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+        const uint32_t custom = algo_attr<uint32_t>(c.algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION);
+        const uint32_t cand_stages = algo_attr<uint32_t>(c.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+        const uint16_t cand_cluster = algo_attr<uint16_t>(c.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+        const uint16_t inner = algo_attr<uint16_t>(c.algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID);
         const std::vector<uint32_t> tiles = cap_array<uint32_t>(c.algo, CUBLASLT_ALGO_CAP_TILE_IDS);
         int32_t swz_support = 0;
+        size_t w = 0;
         cublasLtMatmulAlgoCapGetAttribute(&c.algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swz_support, sizeof(swz_support), &w);
         const std::set<uint32_t> stages = {0u, cand_stages};
         const std::set<uint16_t> clusters = {0, cand_cluster, CUBLASLT_CLUSTER_SHAPE_1x1x1, CUBLASLT_CLUSTER_SHAPE_2x1x1,
@@ -168,8 +160,8 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
     for (size_t j = 0; j < timed.size() && j < 3; j++) {
         const cublasLtMatmulAlgo_t& algo = configs[timed[j].second];
         const float ms = time_ms([&] { launch(algo); }, g.accumulate ? std::function<void()>(reset) : nullptr);
-        printf("   search #%zu %8.4f ms (single run %.4f)  %s\n", j, ms, timed[j].first, describe_full(algo).c_str());
-        if (ms < best) best = ms, best_desc = describe_full(algo);
+        printf("   search #%zu %8.4f ms (single run %.4f)  %s\n", j, ms, timed[j].first, describe(algo).c_str());
+        if (ms < best) best = ms, best_desc = describe(algo);
     }
     printf("   search: %d configurations checked, %zu accepted, %d failed to run, %d bitwise equal to #0; "
            "best %.4f ms vs heuristic's %.4f ms (%.1f%%) %s\n",
