@@ -93,7 +93,7 @@ struct ActivationTensors {
     float* lnf_rstd;    // (B, T)
     float* losses;      // (B, T) per-token loss, summed over micro-steps
     floatX* output;     // (B, T, Vp) logits, then dlogits in place
-    floatX* scratch_btc;   // (B, T, C): matmul outputs before the residual add; dresidual in backward
+    floatX* scratch_btc;   // (B, T, C): dresidual in backward
     floatX* scratch_btc2;  // (B, T, C): activation gradients of width C in backward
     floatX* scratch_bt4c;  // (B, T, 4C): activation gradients of width 4C (and 3C for qkv)
 };
@@ -443,7 +443,7 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
 
     phase_mark(tm, "encoder fwd", s);
     encoder_forward(a.encoded, model->inputs, p.wte, p.wpe, B, T, C, s);
-    phase_mark(tm, "residual+layernorm fwd", s);
+    phase_mark(tm, "layernorm fwd", s);
     layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C, s, LD);
     for (int l = 0; l < L; l++) {
         const LayerView w = gpt2_layer_params(p, cfg, l);
@@ -463,10 +463,10 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         phase_mark(tm, "attention fwd", s);
         gpt2_attention_forward(atty, lse, qkv, B, T, C, NH, s);
         phase_mark(tm, "matmul attproj fwd", s);
-        matmul_forward(a.scratch_btc, nullptr, atty, w.attprojw, w.attprojb, BT, C, C, s);
-        phase_mark(tm, "residual+layernorm fwd", s);
-        fused_residual_forward(residual2, ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, residual, a.scratch_btc,
-                               w.ln2w, w.ln2b, BT, C, s, LD);
+        // the residual add rides in the GEMM epilogue (llmc/matmul.cuh): residual2 = residual + attproj
+        matmul_forward(residual2, nullptr, atty, w.attprojw, w.attprojb, BT, C, C, s, 0, residual);
+        phase_mark(tm, "layernorm fwd", s);
+        layernorm_forward(ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, residual2, w.ln2w, w.ln2b, BT, C, s, LD);
         phase_mark(tm, "matmul fc fwd", s);
         if (model->opt.gelu_fusion >= 1) {
             matmul_forward(fch_gelu, fch, ln2, w.fcw, w.fcb, BT, C, 4 * C, s, LD);
@@ -476,17 +476,16 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
             gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, s);
         }
         phase_mark(tm, "matmul fcproj fwd", s);
-        matmul_forward(a.scratch_btc, nullptr, fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, s);
-        phase_mark(tm, "residual+layernorm fwd", s);
-        // residual add fused with the NEXT LayerNorm: ln1 of layer l+1, or the final one
+        matmul_forward(residual3, nullptr, fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, s, 0, residual2);
+        phase_mark(tm, "layernorm fwd", s);
+        // the NEXT LayerNorm: ln1 of layer l+1, or the final one
         if (l + 1 < L) {
             const LayerView next = gpt2_layer_params(p, cfg, l + 1);
             floatX* next_ln1 = ln_per_layer ? a.ln1 + (l + 1) * btld : a.ln1;
-            fused_residual_forward(residual3, next_ln1, a.ln1_mean + (l + 1) * BT, a.ln1_rstd + (l + 1) * BT,
-                                   residual2, a.scratch_btc, next.ln1w, next.ln1b, BT, C, s, LD);
+            layernorm_forward(next_ln1, a.ln1_mean + (l + 1) * BT, a.ln1_rstd + (l + 1) * BT, residual3, next.ln1w,
+                              next.ln1b, BT, C, s, LD);
         } else {
-            fused_residual_forward(residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.scratch_btc, p.lnfw,
-                                   p.lnfb, BT, C, s);
+            layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual3, p.lnfw, p.lnfb, BT, C, s);
         }
     }
     phase_mark(tm, "lm head fwd", s);

@@ -2,8 +2,10 @@
  * Linear layers through cuBLASLt, with bias and GELU fused into the GEMM epilogue where asked.
  * Row-major shapes (N = B*T rows):
  *
- * matmul_forward:  out(N,OC) = inp(N,C) @ weight(OC,C)^T [+ bias(OC)]                      (out =)
+ * matmul_forward:  out(N,OC) = inp(N,C) @ weight(OC,C)^T [+ bias(OC)] [+ residual(N,OC)]   (out =)
  *                  with gelu: pre_gelu(N,OC) = that, out = gelu(pre_gelu)                   (both =)
+ *                  (the residual add rides in the epilogue as C with beta = 1: one read of the
+ *                  residual stream there instead of a separate pass, rounded to floatX once)
  * matmul_backward: dinp(N,C) = dout(N,OC) @ weight(OC,C)                                    (dinp =)
  *                  with dgelu_input: dinp *= gelu'(dgelu_input) fused in the epilogue
  *                  dweight(OC,C) += dout^T @ inp                                            (dweight +=)
@@ -80,7 +82,7 @@ struct MatmulContext {
     bool allow_tf32 = true;  // FP32 builds only (-f); bf16 builds always compute in fp32
     bool autotune = true;    // see the header comment
     unsigned long long* d_hash = nullptr;
-    // key: m, n, k, transA, transB, epilogue, accumulate, lda, ldb, fp32 output
+    // key: m, n, k, transA, transB, epilogue, C given (beta = 1), lda, ldb, fp32 output
     std::map<std::tuple<int, int, int, bool, bool, int, bool, int, int, bool>, MatmulPlan> plans;
 };
 
@@ -109,7 +111,7 @@ inline void matmul_context_destroy() {
     ctx.handle = nullptr;
 }
 
-// Descriptor and layouts for D(m,n) = op(A) op(B) (+ D), column-major, leading dimensions lda / ldb
+// Descriptor and layouts for D(m,n) = op(A) op(B) (+ C), column-major, leading dimensions lda / ldb
 // (0: packed; D: m), D in fp32 when d_fp32 (A and B are floatX); no algorithm chosen yet.
 inline MatmulPlan matmul_plan_describe(int m, int n, int k, bool trans_a, bool trans_b, MatmulEpilogue epilogue,
                                        int lda = 0, int ldb = 0, bool d_fp32 = false) {
@@ -167,11 +169,13 @@ inline std::vector<cublasLtMatmulHeuristicResult_t> matmul_algo_candidates(const
     return results;
 }
 
-// Runs a plan with the given algorithm; bias/aux pointers are set on the descriptor each call (they
-// change between layers).
-inline void matmul_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, void* d, const floatX* a,
-                       const floatX* b, const void* bias, floatX* aux, MatmulEpilogue epilogue, bool accumulate,
-                       cudaStream_t stream) {
+// Runs a plan with the given algorithm: D = op(A) op(B) [+ C] with the epilogue, C laid out as D (c
+// nullptr: beta = 0; c == d: accumulate in place); bias/aux pointers are set on the descriptor each
+// call (they change between layers). Returns cuBLASLt's status (a configuration the library refuses
+// for this problem is not an error to the lab's search); matmul_run is the checked call.
+inline cublasStatus_t matmul_try_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, void* d, const floatX* a,
+                                     const floatX* b, const void* c, const void* bias, floatX* aux,
+                                     MatmulEpilogue epilogue, cudaStream_t stream) {
     MatmulContext& ctx = matmul_context();
     if (epilogue_has_bias(epilogue)) {
         cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -179,9 +183,15 @@ inline void matmul_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, void*
     if (epilogue_has_aux(epilogue)) {
         cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
     }
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    cublasCheck(cublasLtMatmul(ctx.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, d, plan.c, d, plan.c,
-                               &algo, ctx.workspace, CUBLASLT_WORKSPACE_BYTES, stream));
+    const float alpha = 1.0f, beta = c ? 1.0f : 0.0f;
+    return cublasLtMatmul(ctx.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, c ? c : d, plan.c, d, plan.c,
+                          &algo, ctx.workspace, CUBLASLT_WORKSPACE_BYTES, stream);
+}
+
+inline void matmul_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, void* d, const floatX* a,
+                       const floatX* b, const void* c, const void* bias, floatX* aux, MatmulEpilogue epilogue,
+                       cudaStream_t stream) {
+    cublasCheck(matmul_try_run(plan, algo, d, a, b, c, bias, aux, epilogue, stream));
 }
 
 // ----------------------------------------------------------------------------
@@ -226,17 +236,17 @@ inline uint64_t matmul_hash(const void* d, size_t num_bytes, uint64_t salt, cuda
 // Picks plan.algo among the candidates (see the header comment) by running them on this call's data;
 // leaves d (and aux, when it is an output) as one plain call with the first candidate would.
 inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& cands, void* d,
-                            const floatX* a, const floatX* b, const void* bias, floatX* aux, int m, int n,
-                            MatmulEpilogue epilogue, bool accumulate, bool d_fp32, cudaStream_t stream) {
+                            const floatX* a, const floatX* b, const void* c, const void* bias, floatX* aux, int m,
+                            int n, MatmulEpilogue epilogue, bool d_fp32, cudaStream_t stream) {
     const size_t d_bytes = (size_t)m * n * (d_fp32 ? sizeof(float) : sizeof(floatX));
     const size_t aux_bytes = (size_t)m * n * sizeof(floatX);
     const bool aux_is_output = epilogue_aux_is_output(epilogue);
-    void* saved = nullptr;  // the accumulated output before this call
-    if (accumulate) {
+    void* saved = nullptr;  // the accumulated output before this call (C is D)
+    if (c == d) {
         if (cudaMalloc(&saved, d_bytes) != cudaSuccess) {  // no room to tune: keep the first candidate
             (void)cudaGetLastError();
             plan.algo = cands[0].algo;
-            matmul_run(plan, plan.algo, d, a, b, bias, aux, epilogue, accumulate, stream);
+            matmul_run(plan, plan.algo, d, a, b, c, bias, aux, epilogue, stream);
             return;
         }
         cudaCheck(cudaMemcpyAsync(saved, d, d_bytes, cudaMemcpyDeviceToDevice, stream));
@@ -244,7 +254,7 @@ inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHe
     auto restore = [&]() {
         if (saved) cudaCheck(cudaMemcpyAsync(d, saved, d_bytes, cudaMemcpyDeviceToDevice, stream));
     };
-    auto run = [&](int i) { matmul_run(plan, cands[i].algo, d, a, b, bias, aux, epilogue, accumulate, stream); };
+    auto run = [&](int i) { matmul_run(plan, cands[i].algo, d, a, b, c, bias, aux, epilogue, stream); };
     auto output_hash = [&]() {
         uint64_t h = matmul_hash(d, d_bytes, 1, stream);
         if (aux_is_output) h ^= matmul_hash(aux, aux_bytes, 2, stream);
@@ -314,17 +324,19 @@ inline void matmul_autotune_print() {
     }
 }
 
-// D(m,n) = op(A) op(B) (+ beta*D), column-major; see the header comment for how callers map shapes.
-// lda / ldb: leading dimensions, 0 for packed; d_fp32: D is fp32 (else floatX).
-inline void matmul_cublaslt(void* d, const floatX* a, const floatX* b, const void* bias, floatX* aux,
+// D(m,n) = op(A) op(B) [+ C], column-major; see the header comment for how callers map shapes.
+// c: laid out as D; nullptr for none, d to accumulate in place; otherwise it must not overlap D.
+// lda / ldb: leading dimensions, 0 for packed; d_fp32: D (and C) is fp32 (else floatX).
+inline void matmul_cublaslt(void* d, const floatX* a, const floatX* b, const void* c, const void* bias, floatX* aux,
                             int m, int n, int k, bool trans_a, bool trans_b, MatmulEpilogue epilogue,
-                            bool accumulate, cudaStream_t stream, int lda = 0, int ldb = 0, bool d_fp32 = false) {
+                            cudaStream_t stream, int lda = 0, int ldb = 0, bool d_fp32 = false) {
     if (lda == 0) lda = trans_a ? k : m;
     if (ldb == 0) ldb = trans_b ? n : k;
     MatmulContext& ctx = matmul_context();
-    for (const void* p : {(const void*)d, (const void*)a, (const void*)b, (const void*)bias, (const void*)aux}) {
+    for (const void* p : {(const void*)d, (const void*)a, (const void*)b, c, bias, (const void*)aux}) {
         if (((uintptr_t)p) % 16 != 0) fatal("matmul: pointer %p is not 16-byte aligned", p);
     }
+    const bool accumulate = c != nullptr;  // the plan is the same for C == D and C != D
     const auto key = std::make_tuple(m, n, k, trans_a, trans_b, (int)epilogue, accumulate, lda, ldb, d_fp32);
     auto it = ctx.plans.find(key);
     if (it == ctx.plans.end()) {
@@ -338,25 +350,28 @@ inline void matmul_cublaslt(void* d, const floatX* a, const floatX* b, const voi
         plan.algo = candidates[0].algo;
         it = ctx.plans.emplace(key, plan).first;
         if (candidates.size() > 1) {
-            matmul_autotune(it->second, candidates, d, a, b, bias, aux, m, n, epilogue, accumulate, d_fp32, stream);
+            matmul_autotune(it->second, candidates, d, a, b, c, bias, aux, m, n, epilogue, d_fp32, stream);
             return;
         }
     }
-    matmul_run(it->second, it->second.algo, d, a, b, bias, aux, epilogue, accumulate, stream);
+    matmul_run(it->second, it->second.algo, d, a, b, c, bias, aux, epilogue, stream);
 }
 
 // ----------------------------------------------------------------------------
 // launchers
 
-// out(N,OC) = inp(N,C) @ weight^T + bias. If pre_gelu != nullptr, GELU is fused: pre_gelu gets the
-// linear output and out its GELU. inp_ld: row stride of inp (0: C; C + MATMUL_BIAS_PAD with a ones column).
+// out(N,OC) = inp(N,C) @ weight^T + bias [+ residual(N,OC)]. If pre_gelu != nullptr, GELU is fused:
+// pre_gelu gets the linear output and out its GELU (no residual then). inp_ld: row stride of inp (0: C;
+// C + MATMUL_BIAS_PAD with a ones column). residual must not overlap out.
 inline void matmul_forward(floatX* out, floatX* pre_gelu, const floatX* inp, const floatX* weight,
-                           const floatX* bias, int N, int C, int OC, cudaStream_t stream, int inp_ld = 0) {
+                           const floatX* bias, int N, int C, int OC, cudaStream_t stream, int inp_ld = 0,
+                           const floatX* residual = nullptr) {
+    if (pre_gelu && residual) fatal("matmul_forward: GELU and a residual add in one call are not supported");
     MatmulEpilogue ep;
     if (pre_gelu) ep = bias ? MatmulEpilogue::GeluAuxBias : MatmulEpilogue::GeluAux;
     else ep = bias ? MatmulEpilogue::Bias : MatmulEpilogue::None;
-    matmul_cublaslt(out, weight, inp, bias, pre_gelu, OC, N, C, /*trans_a=*/true, /*trans_b=*/false, ep, false, stream,
-                    /*lda=*/0, /*ldb=*/inp_ld);
+    matmul_cublaslt(out, weight, inp, residual, bias, pre_gelu, OC, N, C, /*trans_a=*/true, /*trans_b=*/false, ep,
+                    stream, /*lda=*/0, /*ldb=*/inp_ld);
 }
 
 // fp32 scratch of the weight-gradient GEMM over a padded input: (OC, C + MATMUL_BIAS_PAD).
@@ -402,17 +417,17 @@ inline void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float*
         bias_backward(dbias, dout, scratch, N, OC, stream);
         phase_mark(timer, gemm_phase.c_str(), stream);
     }
-    matmul_cublaslt(dinp, weight, dout, nullptr, const_cast<floatX*>(dgelu_input), C, N, OC, false, false,
-                    dgelu_input ? MatmulEpilogue::DGelu : MatmulEpilogue::None, false, stream);
+    matmul_cublaslt(dinp, weight, dout, nullptr, nullptr, const_cast<floatX*>(dgelu_input), C, N, OC, false, false,
+                    dgelu_input ? MatmulEpilogue::DGelu : MatmulEpilogue::None, stream);
     if (!bias_from_gemm) {
-        matmul_cublaslt(dweight, inp, dout, nullptr, nullptr, C, OC, N, false, true, MatmulEpilogue::None, true, stream,
-                        /*lda=*/inp_ld);
+        matmul_cublaslt(dweight, inp, dout, dweight, nullptr, nullptr, C, OC, N, false, true, MatmulEpilogue::None,
+                        stream, /*lda=*/inp_ld);
         return;
     }
     // ext (OC, C+pad) fp32 = dout^T @ [inp | 1 0 ... 0]: column-major (C+pad, OC); column C of the
     // row-major view is dbias
     if (C % x128::size != 0) fatal("matmul_backward: C=%d must be a multiple of %d", C, x128::size);
-    matmul_cublaslt(scratch, inp, dout, nullptr, nullptr, inp_ld, OC, N, false, true, MatmulEpilogue::None, false,
+    matmul_cublaslt(scratch, inp, dout, nullptr, nullptr, nullptr, inp_ld, OC, N, false, true, MatmulEpilogue::None,
                     stream, /*lda=*/inp_ld, /*ldb=*/0, /*d_fp32=*/true);
     phase_mark(timer, "bias grads (dW GEMM column)", stream);
     const size_t threads = (size_t)OC * (C / x128::size + 1);

@@ -3,6 +3,7 @@
  * two odd small shapes, against a CPU reference in double from the same bf16 values:
  *   matmul_forward   out = inp @ W^T (+ bias)                 poisoned first, every element must be written
  *                    with GELU fused: pre_gelu = that, out = gelu(pre_gelu)
+ *                    with a residual (cases without GELU): out = that + residual, residual unchanged
  *   matmul_backward  dinp = dout @ W (* gelu'(dgelu_input))   poisoned first
  *                    dweight += dout^T inp, dbias += column sums of dout   start from random values
  *                    two runs from the same state must be bitwise equal
@@ -115,6 +116,31 @@ static void run_case(const Case& cs) {
         const float ms = time_ms([&] { matmul_forward(out, pre_arg, x, weight, bias, N, C, OC, 0, x_ld); });
         report(kernel, strfmt("%s %dx%dx%d", cs.name, N, C, OC), ms,
                ((double)N * C + (double)OC * C + (1.0 + with_gelu) * N * OC) * sizeof(floatX), fwd_flops);
+    }
+
+    // ---- forward with the residual add in the epilogue (out = inp @ W^T + bias + residual), the way the
+    // trainer runs the attproj / fcproj forwards: one rounding of the sum, residual untouched
+    if (!cs.gelu) {
+        const std::string kernel = std::string("matmul_forward") + (cs.bias ? "+bias" : "") + "+residual";
+        floatX* residual = lab_alloc<floatX>((size_t)N * OC);
+        fill_uniform(residual, (size_t)N * OC, -4.f, 4.f);
+        const std::vector<float> h_res = download(residual, (size_t)N * OC);
+        std::vector<double> ref_res(rows_f.size() * OC);
+        for (size_t i = 0; i < rows_f.size(); i++) {
+            for (int o = 0; o < OC; o++) ref_res[i * OC + o] = ref_pre[i * OC + o] + h_res[(size_t)rows_f[i] * OC + o];
+        }
+        poison(out, (size_t)N * OC);
+        matmul_forward(out, nullptr, inp, weight, bias, N, C, OC, 0, 0, residual);
+        lab_sync();
+        check_close(kernel + " out [" + shape + rows_note + "]", download_rows(out, OC, rows_f), ref_res, TOL_BF16);
+        const std::vector<float> res_after = download(residual, (size_t)N * OC);
+        check(kernel + " leaves the residual unchanged [" + shape + "]",
+              memcmp(res_after.data(), h_res.data(), h_res.size() * sizeof(float)) == 0, "residual was written");
+        const size_t bad = count_nonfinite(out, (size_t)N * OC);
+        check(kernel + " writes every element [" + shape + "]", bad == 0, strfmt("%zu NaN/Inf left", bad));
+        const float ms = time_ms([&] { matmul_forward(out, nullptr, inp, weight, bias, N, C, OC, 0, 0, residual); });
+        report(kernel, strfmt("%s %dx%dx%d", cs.name, N, C, OC), ms,
+               ((double)N * C + (double)OC * C + 2.0 * N * OC) * sizeof(floatX), fwd_flops);
     }
 
     // ---- backward (plain, then with dgelu)
@@ -236,6 +262,8 @@ int main() {
         {"lm_head", BT, C, Vp, false, false, false},
         {"qkv@B64", BT64, C, 3 * C, true, false, false},
         {"fc@B64", BT64, C, 4 * C, true, true, false},
+        {"attproj@B64", BT64, C, C, true, false, false},  // the residual-add forwards at the benchmark's size
+        {"fcproj@B64", BT64, 4 * C, C, true, false, false},
         {"odd", 37, 40, 72, true, true, true},
         {"odd_nobias", 37, 40, 72, false, true, true},
     };

@@ -114,16 +114,8 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
             }
         }
     }
-    if (epilogue_has_bias(g.epilogue)) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    }
-    if (epilogue_has_aux(g.epilogue)) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-    }
-    const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
     auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
-        return cublasLtMatmul(ctx.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, d, plan.c, d, plan.c, &algo,
-                              ctx.workspace, CUBLASLT_WORKSPACE_BYTES, 0);
+        return matmul_try_run(plan, algo, d, a, b, g.accumulate ? d : nullptr, bias, aux, g.epilogue, 0);
     };
     auto reset = [&]() {
         if (g.accumulate) copy_device(d, d_init, nd);
@@ -205,7 +197,7 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
         auto reset = [&]() {
             if (g.accumulate) copy_device(d, d_init, nd);
         };
-        auto launch = [&]() { matmul_run(plan, algo, d, a, b, bias, aux, g.epilogue, g.accumulate, 0); };
+        auto launch = [&]() { matmul_run(plan, algo, d, a, b, g.accumulate ? d : nullptr, bias, aux, g.epilogue, 0); };
         reset();
         launch();
         lab_sync();
@@ -249,7 +241,8 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
         // bitwise what one call with candidate 0 leaves (an accumulated output restored between trials)
         matmul_context().autotune = true;
         if (g.accumulate) copy_device(d, d_init, nd);
-        matmul_cublaslt(d, a, b, bias, aux, g.m, g.n, g.k, g.trans_a, g.trans_b, g.epilogue, g.accumulate, 0);
+        matmul_cublaslt(d, a, b, g.accumulate ? d : nullptr, bias, aux, g.m, g.n, g.k, g.trans_a, g.trans_b,
+                        g.epilogue, 0);
         lab_sync();
         const size_t diff = count_bit_differences(d, d_ref, nd);
         check(g.name + " autotuned call == candidate 0", diff == 0, strfmt("%zu bytes differ", diff));
