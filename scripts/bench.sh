@@ -25,11 +25,8 @@ while [ $# -gt 0 ]; do
 done
 case "$ONLY" in ""|cudnn|nocudnn) ;; *) echo "--only $ONLY: want cudnn or nocudnn"; exit 1;; esac
 # the cuDNN of the USE_CUDNN=1 build: a directory with include/cudnn.h and lib/libcudnn.so.9, or "" (system)
-torch_cudnn_dir() {
-    python3 -c "import nvidia.cudnn, os; d = list(nvidia.cudnn.__path__)[0]; print(d if os.path.exists(d + '/lib/libcudnn.so.9') and os.path.exists(d + '/include/cudnn.h') else '')" 2>/dev/null
-}
 case "$CUDNN" in
-    torch) CUDNN_HOME_DIR=$(torch_cudnn_dir)
+    torch) CUDNN_HOME_DIR=$(bash dev/cudnn_wheel_dir.sh)
            [ -z "$CUDNN_HOME_DIR" ] && echo "no cuDNN wheel next to torch (python3 -c 'import nvidia.cudnn'): the USE_CUDNN=1 build uses the system cuDNN";;
     system) CUDNN_HOME_DIR="";;
     *) CUDNN_HOME_DIR=$CUDNN

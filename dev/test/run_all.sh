@@ -63,7 +63,7 @@ for combo in "BF16 0 0 0" "BF16 0 0 1" "BF16 0 1 1" "FP32 0 0 0" "FP32 0 0 1" "F
 done
 # a cuDNN outside the system dirs (CUDNN_HOME): PyTorch's pip wheel, as scripts/bench.sh builds on the GPU
 # machine; its own build dir, linked with an rpath to the wheel's lib/
-wheel=$(python3 -c "import nvidia.cudnn; print(nvidia.cudnn.__path__[0])" 2>/dev/null)
+wheel=$(bash dev/cudnn_wheel_dir.sh)
 run build-BF16-cudnn1-cudnnhome-wheel make train_gpt2cu USE_CUDNN=1 NO_MULTI_GPU=1 NO_USE_MPI=1 CUDNN_HOME="$wheel" GPU_COMPUTE_CAPABILITY=90
 run cudnnhome-rpath bash -c "[ -n '$wheel' ] && readelf -d train_gpt2cu | grep -E '(RPATH|RUNPATH)' | grep -qF '$wheel/lib' &&
     ls build | grep -q -- '-cudnnhome'"
