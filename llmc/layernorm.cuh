@@ -279,9 +279,8 @@ inline void layernorm_recompute(floatX* out, const floatX* inp, const float* mea
 // Shape of the backward's grid: blocks of LAYERNORM_BWD_WARPS warps, or fewer where their per-warp
 // accumulators would not fit in shared memory (wide rows, or GPUs with less of it: 8 warps take 96 bytes
 // per channel, C rounded up to 256: 168 KB at C = 1600 against 163 KB on an A100, 99 KB on an RTX 4090,
-// 227 KB on an H100 / H200), and as many
-// blocks as fit on the GPU at once. A function of N, C and the GPU only, so results are reproducible on a
-// given GPU.
+// 227 KB on an H100 / H200), and as many blocks as fit on the GPU at once. A function of N, C and the
+// GPU only, so results are reproducible on a given GPU.
 constexpr int LAYERNORM_BWD_WARPS = 8;
 
 inline int layernorm_backward_slots(int C) { return ceil_div(C, WARP_SIZE * x128::size) * WARP_SIZE * x128::size; }
