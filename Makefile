@@ -123,10 +123,15 @@ build/host/tests/%: dev/test/%.cpp $(HOST_LIB_OBJS) $(wildcard llmc/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_HOST) $< $(HOST_LIB_OBJS) -lgtest -lgtest_main $(HOST_LDLIBS) -o $@
 
+# model_config: what llmc/model_file.h makes of model descriptors (dev/test/descriptor_check.sh)
+build/host/tools/model_config: dev/test/model_config.cpp $(wildcard llmc/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_HOST) $< -o $@
+
 # Tools register themselves in their own fragments (e.g. dev/data/data.mk appends to HOST_TOOLS).
 -include dev/data/data.mk
 
-host: $(HOST_TOOLS) $(HOST_TESTS)
+host: $(HOST_TOOLS) $(HOST_TESTS) build/host/tools/model_config
 
 test-host: host
 	@bash dev/test/run_host_tests.sh $(HOST_TESTS)

@@ -30,7 +30,7 @@
 struct TrainConfig {
     std::string train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin";  // -i
     std::string val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin";      // -j
-    std::string init = "d12";         // -e: checkpoint file or dN / gpt2:dN
+    std::string init = "d12";         // -e: checkpoint file, dN / gpt2:dN or custom:L<n>,C<n>,NH<n>
     std::string output_dir;           // -o
     std::string eval_file = "dev/data/hellaswag/hellaswag_val.bin";
     std::string tokenizer_file = "gpt2_tokenizer.bin";
@@ -79,7 +79,9 @@ static void print_usage() {
     printf(
         "usage: train_gpt2cu [flags], each flag followed by a value\n"
         "  -i <glob>  train token shards          -j <glob>  val token shards\n"
-        "  -e <init>  checkpoint .bin or dN / gpt2:dN (d12 = 124M, d24 = 350M, d36 = 774M, d48 = 1558M)\n"
+        "  -e <init>  checkpoint .bin, or a GPT-2 shape dN / gpt2:dN: d12 = 124M (12 layers, C 768, 12 heads),\n"
+        "             d24 = 350M (24, 1024, 16), d36 = 774M (36, 1280, 20), d48 = 1558M (48, 1600, 25);\n"
+        "             also d6, d60, d72, d84, and custom:L<layers>,C<channels>,NH<heads> (head size 64)\n"
         "  -o <dir>   output dir: main.log and checkpoints\n"
         "  -b <int>   micro-batch per GPU (4)     -t <int>   sequence length (1024)\n"
         "  -d <int>   total batch in tokens (B*T*processes); gradient accumulation = d / (B*T*processes)\n"

@@ -69,17 +69,54 @@ class GPTConfig:
     channels: int
 
 
+# GPT-2's shapes by depth, as GPT-2 and llm.c define them (a table, not a formula; head size 64 in all).
+# The same table as GPT2_SHAPES in llmc/model_file.h; dev/test/descriptor_check.sh checks that they agree.
+GPT2_SHAPES = {6: (384, 6), 12: (768, 12), 24: (1024, 16), 36: (1280, 20),
+               48: (1600, 25), 60: (1920, 30), 72: (2880, 30), 84: (3456, 36)}
+
+
+def config_problem(cfg):
+    """Empty string when the config is usable, else what is wrong with it (as gpt2_config_problem in C++)."""
+    if not 1 <= cfg.max_seq_len <= (1 << 20):
+        return "max_seq_len out of range"
+    if not 1 <= cfg.vocab_size <= (1 << 24):
+        return "vocab_size out of range"
+    if not cfg.vocab_size <= cfg.padded_vocab_size <= (1 << 24):
+        return "padded_vocab_size < vocab_size"
+    if not 1 <= cfg.num_layers <= 1024:
+        return "num_layers out of range"
+    if not 1 <= cfg.channels <= (1 << 16):
+        return "channels out of range"
+    if cfg.num_heads < 1 or cfg.channels % cfg.num_heads != 0:
+        return "channels not divisible by num_heads"
+    return ""
+
+
 def config_from_descriptor(desc):
-    """'dN' or 'gpt2:dN' -> N layers, N heads, C = 64N. None when desc is not a descriptor (a file path)."""
+    """Model descriptors, as gpt2_config_from_descriptor in llmc/model_file.h:
+    'dN' / 'gpt2:dN' -> a row of GPT2_SHAPES; 'custom:L<n>,C<n>,NH<n>' -> that shape.
+    None when desc is not a descriptor (a file path); malformed descriptors die with the valid ones."""
+    if desc.startswith("custom:"):
+        m = re.fullmatch(r"custom:L([0-9]{1,6}),C([0-9]{1,6}),NH([0-9]{1,6})", desc)
+        if not m or min(int(g) for g in m.groups()) < 1:
+            die(f"-e {desc}: malformed custom shape; write custom:L<layers>,C<channels>,NH<heads>, "
+                f"e.g. custom:L2,C1600,NH25")
+        L, C, NH = (int(g) for g in m.groups())
+        cfg = GPTConfig(GPT2_MAXT, GPT2_V, GPT2_VP, L, NH, C)
+        problem = config_problem(cfg)
+        if problem:
+            die(f"-e {desc}: {problem}")
+        return cfg
     body = desc[5:] if desc.startswith("gpt2:") else desc
-    if not re.fullmatch(r"d[0-9]+", body):
-        if desc.startswith("gpt2:"):
-            die(f"--model {desc}: unknown model descriptor; use dN or gpt2:dN (e.g. d12)")
+    if not desc.startswith("gpt2:") and not re.fullmatch(r"d[0-9]+", body):
         return None
-    n = int(body[1:]) if len(body) <= 4 else 0
-    if not 1 <= n <= 64:
-        die(f"--model {desc}: depth must be 1..64")
-    return GPTConfig(GPT2_MAXT, GPT2_V, GPT2_VP, n, n, 64 * n)
+    n = int(body[1:]) if re.fullmatch(r"d[0-9]{1,3}", body) else 0
+    if n not in GPT2_SHAPES:
+        valid = ", ".join(f"d{k}" for k in GPT2_SHAPES)
+        die(f"-e {desc}: unknown model descriptor; valid: {valid} (or gpt2:dN; d12 = GPT-2 124M, d24 = 350M, "
+            f"d36 = 774M, d48 = 1558M), custom:L<layers>,C<channels>,NH<heads>, or a checkpoint file")
+    C, NH = GPT2_SHAPES[n]
+    return GPTConfig(GPT2_MAXT, GPT2_V, GPT2_VP, n, NH, C)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -531,7 +568,8 @@ def parse_args():
     p = argparse.ArgumentParser(description="GPT-2 reference trainer (PyTorch)")
     p.add_argument("-i", "--input_bin", default="dev/data/tinyshakespeare/tiny_shakespeare_train.bin")
     p.add_argument("-j", "--input_val_bin", default="")
-    p.add_argument("-e", "--model", default="d12", help="descriptor dN / gpt2:dN (random init) or a .bin checkpoint")
+    p.add_argument("-e", "--model", default="d12", help="descriptor dN / gpt2:dN (d12 = 124M, d24 = 350M, d36 = 774M, d48 = 1558M) or "
+                   "custom:L<n>,C<n>,NH<n> (random init), or a .bin checkpoint")
     p.add_argument("--init_from", default="", help="checkpoint file (v3 or v5); overrides --model")
     p.add_argument("-o", "--output_dir", default="", help="where main.log goes")
     p.add_argument("-b", "--batch_size", type=int, default=4)

@@ -68,7 +68,6 @@ static_assert(sizeof(ParameterTensors) == NUM_PARAMETER_TENSORS * sizeof(floatX*
 inline floatX** tensor_slots(ParameterTensors* p) { return reinterpret_cast<floatX**>(p); }
 
 // Which tensors get weight decay: the 2-D ones (embeddings and matmul weights).
-inline bool tensor_is_2d(int i) { return i == 0 || i == 1 || i == 4 || i == 6 || i == 10 || i == 12; }
 
 // ----------------------------------------------------------------------------
 // activations
@@ -252,32 +251,10 @@ inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Op
 // GPT-2 initialisation (formats.md): N(0, 0.02) weights, residual projections N(0, 0.02/sqrt(2L)),
 // zero biases, LayerNorm weight 1; wte rows >= V zero. Deterministic from `seed` (host RNG, Box-Muller).
 inline void gpt2_init_random(GPT2* model, uint64_t seed) {
-    const GPT2Config& c = model->config;
-    std::vector<float> host(model->num_parameters, 0.0f);
-    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-    auto uniform = [&]() { return (random_u32(&state) + 0.5f) * (1.0f / 4294967296.0f); };
-    size_t off = 0;
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        const size_t n = model->param_sizes[i];
-        const bool is_ln_weight = (i == 2 || i == 8 || i == 14);
-        float std = 0.0f;
-        if (tensor_is_2d(i)) std = (i == 6 || i == 12) ? 0.02f / sqrtf(2.0f * c.num_layers) : 0.02f;
-        for (size_t j = 0; j < n; j++) {
-            if (is_ln_weight) host[off + j] = 1.0f;
-            else if (std > 0.0f) {
-                const float u1 = uniform(), u2 = uniform();
-                host[off + j] = std * sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
-            }
-        }
-        if (i == 0) {  // padded vocabulary rows stay zero
-            for (size_t j = (size_t)c.vocab_size * c.channels; j < n; j++) host[off + j] = 0.0f;
-        }
-        off += n;
-    }
-    std::vector<uint8_t> converted(model->num_parameters * sizeof(floatX));
-    convert_params(host.data(), DType::FP32, converted.data(), kFloatXIsBF16 ? DType::BF16 : DType::FP32,
-                   model->num_parameters);
-    cudaCheck(cudaMemcpy(model->params_memory, converted.data(), converted.size(), cudaMemcpyHostToDevice));
+    std::vector<uint8_t> host(model->num_parameters * sizeof(floatX));
+    const int threads = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+    gpt2_init_params_random(model->config, seed, kFloatXIsBF16 ? DType::BF16 : DType::FP32, host.data(), threads);
+    cudaCheck(cudaMemcpy(model->params_memory, host.data(), host.size(), cudaMemcpyHostToDevice));
 }
 
 // Loads parameters from a v3/v5 checkpoint, converting to this build's precision.
@@ -680,7 +657,7 @@ inline void gpt2_update(GPT2* model, float lr, float weight_decay, float grad_sc
         const size_t n = model->param_sizes[i];
         AdamWParams ap;
         ap.lr = lr;
-        ap.weight_decay = tensor_is_2d(i) ? weight_decay : 0.0f;
+        ap.weight_decay = param_tensor_is_2d(i) ? weight_decay : 0.0f;
         ap.grad_scale = grad_scale;
         ap.t = t;
         const uint32_t seed = random_u32(&model->rng_state);

@@ -25,8 +25,10 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "llmc/rand.h"
 #include "llmc/utils.h"
 
 static_assert(sizeof(float) == 4 && sizeof(int) == 4, "files store fp32 and int32");
@@ -118,29 +120,83 @@ inline void convert_params(const void* src, DType src_type, void* dst, DType dst
 constexpr int GPT2_VOCAB_SIZE = 50257;
 constexpr int GPT2_PADDED_VOCAB_SIZE = 50304;
 constexpr int GPT2_MAX_SEQ_LEN = 1024;
-constexpr int DESCRIPTOR_MAX_DEPTH = 64;  // d64 = C 4096; beyond that the descriptor is surely a typo
+// GPT-2's shapes by depth, as GPT-2 and llm.c define them: a table, not a formula (head size 64 in all;
+// d6 is llm.c's small test shape, d60-d84 its larger extrapolations). Parameters with Vp = 50304:
+// d12 124,475,904; d24 354,871,296; d36 774,090,240; d48 1,557,686,400.
+struct GPT2Shape {
+    int depth;     // L, the N of "dN"
+    int channels;  // C
+    int heads;     // NH
+};
+inline constexpr GPT2Shape GPT2_SHAPES[] = {
+    {6, 384, 6}, {12, 768, 12}, {24, 1024, 16}, {36, 1280, 20},
+    {48, 1600, 25}, {60, 1920, 30}, {72, 2880, 30}, {84, 3456, 36},
+};
 
-// "dN" or "gpt2:dN": N layers, N heads, C = 64*N (head size 64). Returns false when desc does not look
-// like a descriptor (it is then a checkpoint path); "gpt2:<anything else>", d0 or too deep -> fatal().
+// "d6, d12, ..., d84": the valid depths, for error messages.
+inline std::string gpt2_descriptor_list() {
+    std::string s;
+    for (const GPT2Shape& g : GPT2_SHAPES) s += (s.empty() ? "d" : ", d") + std::to_string(g.depth);
+    return s;
+}
+
+inline void gpt2_config_set_shape(GPT2Config* cfg, int layers, int channels, int heads) {
+    cfg->max_seq_len = GPT2_MAX_SEQ_LEN;
+    cfg->vocab_size = GPT2_VOCAB_SIZE;
+    cfg->padded_vocab_size = GPT2_PADDED_VOCAB_SIZE;
+    cfg->num_layers = layers;
+    cfg->num_heads = heads;
+    cfg->channels = channels;
+}
+
+inline std::string gpt2_config_problem(const GPT2Config& c);
+
+// Parses the decimal number at *p (1..999999, at most 6 digits) and advances p; -1 when there is none.
+inline int descriptor_number_(const char** p) {
+    size_t n = strspn(*p, "0123456789");
+    if (n == 0 || n > 6) return -1;
+    int v = atoi(*p);
+    *p += n;
+    return v;
+}
+
+// Model descriptors of -e (and train_gpt2.py --model), with the GPT-2 vocabulary and maxT 1024:
+//   "dN" or "gpt2:dN"            a row of GPT2_SHAPES (d12 = GPT-2 124M, ..., d48 = 1558M)
+//   "custom:L<n>,C<n>,NH<n>"     any other shape, e.g. custom:L2,C1600,NH25 (tests, experiments)
+// Returns false when desc does not look like a descriptor (it is then a checkpoint path); a malformed
+// "gpt2:" / "custom:" descriptor, or a dN outside the table, is fatal() with the list of valid ones.
 inline bool gpt2_config_from_descriptor(const char* desc, GPT2Config* cfg) {
     const char* d = desc;
+    if (strncmp(d, "custom:", 7) == 0) {
+        const char* p = d + 7;
+        int L = -1, C = -1, NH = -1;
+        if (*p == 'L') { p++; L = descriptor_number_(&p); }
+        if (L > 0 && strncmp(p, ",C", 2) == 0) { p += 2; C = descriptor_number_(&p); }
+        if (C > 0 && strncmp(p, ",NH", 3) == 0) { p += 3; NH = descriptor_number_(&p); }
+        if (NH <= 0 || *p != '\0') {
+            fatal("-e %s: malformed custom shape; write custom:L<layers>,C<channels>,NH<heads>, "
+                  "e.g. custom:L2,C1600,NH25", desc);
+        }
+        gpt2_config_set_shape(cfg, L, C, NH);
+        std::string problem = gpt2_config_problem(*cfg);
+        if (!problem.empty()) fatal("-e %s: %s", desc, problem.c_str());
+        return true;
+    }
     bool prefixed = strncmp(d, "gpt2:", 5) == 0;
     if (prefixed) d += 5;
     size_t ndigits = strlen(d) > 1 ? strspn(d + 1, "0123456789") : 0;
     bool shaped = d[0] == 'd' && ndigits > 0 && d[1 + ndigits] == '\0';
     if (!prefixed && !shaped) return false;
     int depth = (shaped && ndigits <= 3) ? atoi(d + 1) : 0;
-    if (depth < 1 || depth > DESCRIPTOR_MAX_DEPTH) {
-        fatal("-e %s: unknown model descriptor; use dN or gpt2:dN with 1 <= N <= %d (N layers, N heads, "
-              "C = 64*N, e.g. d12 = GPT-2 124M), or a checkpoint file", desc, DESCRIPTOR_MAX_DEPTH);
+    for (const GPT2Shape& g : GPT2_SHAPES) {
+        if (g.depth == depth) {
+            gpt2_config_set_shape(cfg, g.depth, g.channels, g.heads);
+            return true;
+        }
     }
-    cfg->max_seq_len = GPT2_MAX_SEQ_LEN;
-    cfg->vocab_size = GPT2_VOCAB_SIZE;
-    cfg->padded_vocab_size = GPT2_PADDED_VOCAB_SIZE;
-    cfg->num_layers = depth;
-    cfg->num_heads = depth;
-    cfg->channels = 64 * depth;
-    return true;
+    fatal("-e %s: unknown model descriptor; valid: %s (or gpt2:dN; d12 = GPT-2 124M, d24 = 350M, "
+          "d36 = 774M, d48 = 1558M), custom:L<layers>,C<channels>,NH<heads>, or a checkpoint file",
+          desc, gpt2_descriptor_list().c_str());
 }
 
 // Empty string when the config is usable, else what is wrong with it. Bounds keep every size below
@@ -182,6 +238,56 @@ inline size_t gpt2_num_parameters(const GPT2Config& cfg) {
     size_t total = 0;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) total += sizes[i];
     return total;
+}
+
+// The tensors that get weight decay and a random init: wte, wpe, qkvw, attprojw, fcw, fcprojw.
+inline bool param_tensor_is_2d(int i) { return i == 0 || i == 1 || i == 4 || i == 6 || i == 10 || i == 12; }
+
+// GPT-2 / llm.c random initialisation (formats.md) of all parameters, in checkpoint order, written to
+// out as `dtype` (bf16 rounded to nearest even from the fp32 value): 2-D tensors N(0, 0.02), the two
+// residual projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)); LayerNorm weights 1; biases and the
+// padded vocabulary rows of wte 0. Each normal value is Box-Muller on two draws of one xorshift*
+// stream seeded from `seed`, consumed in order over the random tensors' elements (padded wte rows
+// included). `threads` workers each jump the stream ahead to their own chunk (random_jump), so the
+// values are the same for any thread count, and d48 (1.56B parameters) takes seconds, not minutes.
+inline void gpt2_init_params_random(const GPT2Config& c, uint64_t seed, DType dtype, void* out, int threads) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(c, sizes);
+    const uint64_t state0 = seed * 0x9E3779B97F4A7C15ull + 1;
+    uint64_t draws_before = 0;  // random draws consumed by the tensors before this one
+    size_t off = 0;
+    threads = std::max(threads, 1);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const size_t n = sizes[i];
+        const bool is_ln_weight = (i == 2 || i == 8 || i == 14);
+        float std = 0.0f;
+        if (param_tensor_is_2d(i)) std = (i == 6 || i == 12) ? 0.02f / sqrtf(2.0f * c.num_layers) : 0.02f;
+        const size_t real = i == 0 ? (size_t)c.vocab_size * c.channels : n;  // wte's padded rows stay 0
+        auto fill = [&](size_t begin, size_t end) {
+            uint64_t state = state0;
+            if (std > 0.0f) random_jump(&state, draws_before + 2 * begin);
+            for (size_t j = begin; j < end; j++) {
+                float v = is_ln_weight ? 1.0f : 0.0f;
+                if (std > 0.0f) {
+                    const float u1 = (random_u32(&state) + 0.5f) * (1.0f / 4294967296.0f);
+                    const float u2 = (random_u32(&state) + 0.5f) * (1.0f / 4294967296.0f);
+                    v = j < real ? std * sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2) : 0.0f;
+                }
+                if (dtype == DType::FP32) static_cast<float*>(out)[off + j] = v;
+                else static_cast<uint16_t*>(out)[off + j] = float_to_bf16_rne(v);
+            }
+        };
+        const size_t chunk = (n + threads - 1) / threads;
+        if (threads == 1 || n < (1u << 16)) {
+            fill(0, n);
+        } else {
+            std::vector<std::thread> pool;
+            for (size_t b = 0; b < n; b += chunk) pool.emplace_back(fill, b, std::min(n, b + chunk));
+            for (std::thread& t : pool) t.join();
+        }
+        if (std > 0.0f) draws_before += 2 * n;
+        off += n;
+    }
 }
 
 // ----------------------------------------------------------------------------

@@ -9,6 +9,8 @@
  *   uint64_t rng_seed(uint64_t a, uint64_t b = 0)   well-mixed non-zero state from one or two values
  *                                                    (e.g. seed and epoch); splitmix64 finaliser
  *   uint32_t random_u32(uint64_t* state)            next 32 random bits, advances *state
+ *   void     random_jump(uint64_t* state, uint64_t k)   advances *state as k calls of random_u32 would,
+ *                                                    in O(log k) (the state update is linear over GF(2))
  *   float    random_f32(uint64_t* state)            uniform in [0, 1), 24 random bits
  *   uint32_t random_below(uint64_t* state, uint32_t n)   uniform integer in [0, n), n > 0
  *   void     random_permutation(int32_t* out, size_t n, uint64_t* state)
@@ -41,6 +43,39 @@ inline uint32_t random_u32(uint64_t* state) {
     x ^= x >> 27;
     *state = x;
     return (uint32_t)((x * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+// The xorshift update is a linear map of the state's 64 bits over GF(2): a 64x64 bit matrix, one
+// uint64_t per column (column j = the image of bit j). Jumping k steps applies that matrix's k-th power.
+struct RngMatrix64_ {
+    uint64_t col[64];
+};
+inline uint64_t rng_matrix_apply_(const RngMatrix64_& m, uint64_t x) {
+    uint64_t y = 0;
+    for (int j = 0; j < 64; j++) if ((x >> j) & 1) y ^= m.col[j];
+    return y;
+}
+inline RngMatrix64_ rng_matrix_mul_(const RngMatrix64_& a, const RngMatrix64_& b) {  // a after b
+    RngMatrix64_ r;
+    for (int j = 0; j < 64; j++) r.col[j] = rng_matrix_apply_(a, b.col[j]);
+    return r;
+}
+
+inline void random_jump(uint64_t* state, uint64_t k) {
+    RngMatrix64_ step;
+    for (int j = 0; j < 64; j++) {
+        uint64_t x = 1ull << j;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        step.col[j] = x;
+    }
+    uint64_t s = *state;
+    for (; k; k >>= 1) {  // square and multiply over the bits of k
+        if (k & 1) s = rng_matrix_apply_(step, s);
+        step = rng_matrix_mul_(step, step);
+    }
+    *state = s;
 }
 
 inline float random_f32(uint64_t* state) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CPU check of the PyTorch reference and of llmc/model_file.h against the files it writes:
 #  1. makes a small token shard pair (train/val) with a skewed token distribution,
-#  2. trains a tiny GPT-2 (d2: L=2, NH=2, C=128, T=64) a few steps and checks the step/val lines,
+#  2. trains a tiny GPT-2 (custom:L2,C128,NH2, T=64) a few steps and checks the step/val lines,
 #  3. trains the same steps again and writes checkpoint v3 + v5 + debug state (the losses of 1. and 3.
 #     must be identical: the reference is deterministic for a seed),
 #  4. runs build/host/tests/test_model_file with REFERENCE_DIR pointing at those files.
@@ -33,10 +33,10 @@ for name, n in (("train", 8192), ("val", 2048)):
         f.write(h.tobytes()); f.write(toks.tobytes())
 EOF
 
-COMMON=(-i "$WORK/shard_train_*.bin" -j "$WORK/shard_val_*.bin" --model d2 -b 4 -t 64 -d 512 -l 1e-3 -u 2
+COMMON=(-i "$WORK/shard_train_*.bin" -j "$WORK/shard_val_*.bin" --model custom:L2,C128,NH2 -b 4 -t 64 -d 512 -l 1e-3 -u 2
         -q 0.1 -c 0.1 -v 2 -m 2 --device cpu --seed 7)
 
-echo "--- 1. train d2 for 4 steps"
+echo "--- 1. train custom:L2,C128,NH2 for 4 steps"
 "$PYTHON" train_gpt2.py "${COMMON[@]}" -x 4 -o "$WORK/log" | tee "$WORK/train.txt"
 num='[0-9]+\.[0-9]'
 step_re="^step +[1-4]/4 \| loss $num{6} \(([+-]$num{2}|\+nan)z\)\| norm $num{4} \(([+-]$num{2}|\+nan)z\)\| lr $num{2}e[+-][0-9]{2} \| $num{2} ms \| 0\.0% bf16 MFU \| [0-9]+ tok/s$"

@@ -57,14 +57,17 @@ std::vector<char> tiny_v3_bytes(const TempDir& dir) {
 // ------------------------------------------------------------------------------------------------
 // descriptors and layout
 
-TEST(Descriptor, KnownDepths) {
-    for (int n : {6, 12, 24, 36, 48}) {
+TEST(Descriptor, GPT2Shapes) {
+    // GPT-2's real shapes (a table: d24 is not 24 heads of 64); d6 and d60-d84 are llm.c's
+    struct { int n, C, NH; } want[] = {{6, 384, 6},    {12, 768, 12},  {24, 1024, 16}, {36, 1280, 20},
+                                       {48, 1600, 25}, {60, 1920, 30}, {72, 2880, 30}, {84, 3456, 36}};
+    for (auto w : want) {
         GPT2Config c{};
-        std::string d = "d" + std::to_string(n);
+        std::string d = "d" + std::to_string(w.n);
         ASSERT_TRUE(gpt2_config_from_descriptor(d.c_str(), &c)) << d;
-        EXPECT_EQ(c.num_layers, n);
-        EXPECT_EQ(c.num_heads, n);
-        EXPECT_EQ(c.channels, 64 * n);
+        EXPECT_EQ(c.num_layers, w.n);
+        EXPECT_EQ(c.num_heads, w.NH);
+        EXPECT_EQ(c.channels, w.C);
         EXPECT_EQ(c.max_seq_len, 1024);
         EXPECT_EQ(c.vocab_size, 50257);
         EXPECT_EQ(c.padded_vocab_size, 50304);
@@ -74,6 +77,32 @@ TEST(Descriptor, KnownDepths) {
     }
 }
 
+TEST(Descriptor, GPT2ParameterCounts) {
+    struct { const char* d; size_t n; } want[] = {
+        {"d12", 124475904u}, {"d24", 354871296u}, {"d36", 774090240u}, {"d48", 1557686400u}};
+    for (auto w : want) {
+        GPT2Config c{};
+        ASSERT_TRUE(gpt2_config_from_descriptor(w.d, &c));
+        EXPECT_EQ(gpt2_num_parameters(c), w.n) << w.d;
+    }
+}
+
+TEST(Descriptor, CustomShape) {
+    GPT2Config c{};
+    ASSERT_TRUE(gpt2_config_from_descriptor("custom:L2,C1600,NH25", &c));
+    EXPECT_EQ(c.num_layers, 2);
+    EXPECT_EQ(c.channels, 1600);
+    EXPECT_EQ(c.num_heads, 25);
+    EXPECT_EQ(c.padded_vocab_size, 50304);
+    for (const char* s : {"custom:L2,C64", "custom:", "custom:L0,C64,NH1", "custom:L2,C64,NH2,", "custom:l2,c64,nh2"}) {
+        EXPECT_EXIT(gpt2_config_from_descriptor(s, &c), ::testing::ExitedWithCode(1),
+                    "error: -e " + re_escape(s) + ": malformed custom shape")
+            << s;
+    }
+    EXPECT_EXIT(gpt2_config_from_descriptor("custom:L2,C100,NH3", &c), ::testing::ExitedWithCode(1),
+                "channels not divisible by num_heads");
+}
+
 TEST(Descriptor, PathsAreNotDescriptors) {
     GPT2Config c{};
     for (const char* s : {"gpt2_124M.bin", "d12.bin", "dir/d12", "d", "", "model", "d12x", "./d12"}) {
@@ -81,11 +110,12 @@ TEST(Descriptor, PathsAreNotDescriptors) {
     }
 }
 
-TEST(Descriptor, BadDescriptorsNameTheFlag) {
+TEST(Descriptor, BadDescriptorsListTheValidOnes) {
     GPT2Config c{};
-    for (const char* s : {"gpt2:", "gpt2:d0", "gpt2:x12", "gpt2:d12.bin", "d0", "d65", "d99999999999"}) {
+    for (const char* s : {"gpt2:", "gpt2:d0", "gpt2:x12", "gpt2:d12.bin", "d0", "d2", "d13", "d65", "d99999999999"}) {
         EXPECT_EXIT(gpt2_config_from_descriptor(s, &c), ::testing::ExitedWithCode(1),
-                    "error: -e " + re_escape(s) + ": unknown model descriptor")
+                    "error: -e " + re_escape(s) + ": unknown model descriptor; valid: d6, d12, d24, d36, d48, "
+                    "d60, d72, d84")
             << s;
     }
 }
@@ -101,8 +131,8 @@ TEST(Layout, ParameterCounts) {
     EXPECT_EQ(s[4], 12u * 3 * 768 * 768);   // qkvw
     EXPECT_EQ(s[12], 12u * 768 * 4 * 768);  // fcprojw
     EXPECT_EQ(s[15], 768u);                 // lnfb
-    ASSERT_TRUE(gpt2_config_from_descriptor("d2", &c));
-    EXPECT_EQ(gpt2_num_parameters(c), 6966784u);  // what train_gpt2.py prints for d2
+    ASSERT_TRUE(gpt2_config_from_descriptor("custom:L2,C128,NH2", &c));
+    EXPECT_EQ(gpt2_num_parameters(c), 6966784u);  // what train_gpt2.py prints for this shape
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -543,4 +573,70 @@ TEST(Reference, DebugStateIsSane) {
     }
     EXPECT_GT(s.bf16_max_dev[DEBUG_DEV_LOGITS], 0.0f);
     EXPECT_GT(s.bf16_max_dev[DEBUG_DEV_LOSSES], 0.0f);
+}
+
+// ------------------------------------------------------------------------------------------------
+// random initialisation
+
+TEST(Rng, JumpEqualsSteppingOneByOne) {
+    for (uint64_t k : {0ull, 1ull, 2ull, 63ull, 64ull, 1000ull, 123457ull}) {
+        uint64_t a = rng_seed(42, k), b = a;
+        for (uint64_t i = 0; i < k; i++) random_u32(&a);
+        random_jump(&b, k);
+        EXPECT_EQ(a, b) << "k = " << k;
+    }
+}
+
+// The init as one sequential stream (what the trainer did before it was threaded): the threaded
+// version must give exactly these bits, whatever the thread count.
+static std::vector<float> init_sequential(const GPT2Config& c, uint64_t seed) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(c, sizes);
+    std::vector<float> out(gpt2_num_parameters(c), 0.0f);
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+    auto uniform = [&]() { return (random_u32(&state) + 0.5f) * (1.0f / 4294967296.0f); };
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        float std = 0.0f;
+        if (param_tensor_is_2d(i)) std = (i == 6 || i == 12) ? 0.02f / sqrtf(2.0f * c.num_layers) : 0.02f;
+        for (size_t j = 0; j < sizes[i]; j++) {
+            if (i == 2 || i == 8 || i == 14) out[off + j] = 1.0f;
+            else if (std > 0.0f) {
+                const float u1 = uniform(), u2 = uniform();
+                out[off + j] = std * sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+            }
+        }
+        if (i == 0) for (size_t j = (size_t)c.vocab_size * c.channels; j < sizes[i]; j++) out[off + j] = 0.0f;
+        off += sizes[i];
+    }
+    return out;
+}
+
+TEST(Init, ThreadedEqualsSequentialBitForBit) {
+    GPT2Config c{};
+    ASSERT_TRUE(gpt2_config_from_descriptor("custom:L2,C128,NH2", &c));
+    const size_t n = gpt2_num_parameters(c);
+    const std::vector<float> ref = init_sequential(c, 42);
+    for (int threads : {1, 3, 8}) {
+        std::vector<float> got(n, -1.0f);
+        gpt2_init_params_random(c, 42, DType::FP32, got.data(), threads);
+        ASSERT_EQ(0, memcmp(got.data(), ref.data(), n * sizeof(float))) << threads << " threads";
+        std::vector<uint16_t> got16(n, 0xFFFF);
+        gpt2_init_params_random(c, 42, DType::BF16, got16.data(), threads);
+        for (size_t i = 0; i < n; i++) ASSERT_EQ(got16[i], float_to_bf16_rne(ref[i])) << i;
+    }
+    // the statistics GPT-2 asks for: wte N(0, 0.02) with zero padded rows, fcprojw N(0, 0.02/sqrt(2L))
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(c, sizes);
+    double s2 = 0;
+    const size_t real = (size_t)c.vocab_size * c.channels;
+    for (size_t j = 0; j < real; j++) s2 += (double)ref[j] * ref[j];
+    EXPECT_NEAR(sqrt(s2 / real), 0.02, 0.0002);
+    for (size_t j = real; j < sizes[0]; j++) ASSERT_EQ(ref[j], 0.0f);
+    size_t off = 0;
+    for (int i = 0; i < 12; i++) off += sizes[i];
+    s2 = 0;
+    for (size_t j = 0; j < sizes[12]; j++) s2 += (double)ref[off + j] * ref[off + j];
+    EXPECT_NEAR(sqrt(s2 / sizes[12]), 0.02 / sqrt(4.0), 0.0002);
+    EXPECT_NE(init_sequential(c, 43)[0], ref[0]);
 }
