@@ -4,11 +4,14 @@
 #  2. train_gpt2.py trains the reference d12 for PRETRAIN steps on them and writes
 #     gpt2_124M.bin (v3), gpt2_124M_bf16.bin (v5), gpt2_124M_debug_state.bin
 #     (meanwhile the test binaries build in the background)
-#  3. test_gpt2cu in the BF16 and FP32 builds (and BF16 + USE_CUDNN=1 when CUDNN=1)
-# Usage: [PRETRAIN=300] [CUDNN=0|1] [REGEN=1] scripts/gpu_test.sh     exit 1 if any test fails
+#     and the same files for a second shape, custom:L2,C1600,NH25 (d48's width: an odd head count, C not
+#     a multiple of 128), pretrained PRETRAIN_WIDE steps at T=256: gpt2_L2C1600*.bin
+#  3. test_gpt2cu in the BF16 and FP32 builds (and BF16 + USE_CUDNN=1 when CUDNN=1), at both shapes
+# Usage: [PRETRAIN=300] [PRETRAIN_WIDE=100] [CUDNN=0|1] [REGEN=1] scripts/gpu_test.sh     exit 1 if any test fails
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PRETRAIN=${PRETRAIN:-300}
+PRETRAIN_WIDE=${PRETRAIN_WIDE:-100}
 CUDNN=${CUDNN:-0}
 TS=dev/data/tinyshakespeare
 mkdir -p build/bin
@@ -29,12 +32,21 @@ if [ ! -f gpt2_124M_debug_state.bin ] || [ "${REGEN:-0}" = 1 ]; then
     python3 train_gpt2.py -i $TS/tiny_shakespeare_train.bin -e d12 -b 8 -t 1024 -l 6e-4 -u 20 \
         --pretrain_steps "$PRETRAIN" --write_tensors gpt2_124M --test_input $TS/tiny_shakespeare_val.bin || exit 1
 fi
+if [ ! -f gpt2_L2C1600_debug_state.bin ] || [ "${REGEN:-0}" = 1 ]; then
+    python3 train_gpt2.py -i $TS/tiny_shakespeare_train.bin -e custom:L2,C1600,NH25 -b 8 -t 256 -l 6e-4 -u 20 \
+        --pretrain_steps "$PRETRAIN_WIDE" --write_tensors gpt2_L2C1600 --test_input $TS/tiny_shakespeare_val.bin || exit 1
+fi
 wait $build_pid
 status=0
 for b in $builds; do
     p=${b%:*}; c=${b#*:}
     bin=build/bin/test_gpt2cu_${p}_cudnn${c}
-    echo "=== test_gpt2cu PRECISION=$p USE_CUDNN=$c"
-    if [ -x "$bin" ] && "$bin"; then echo "=== PASS PRECISION=$p USE_CUDNN=$c"; else echo "=== FAIL PRECISION=$p USE_CUDNN=$c"; tail -5 build/bin/build_${p}_${c}.log; status=1; fi
+    for prefix in gpt2_124M gpt2_L2C1600; do
+        model=${prefix}.bin; [ "$p" = BF16 ] && model=${prefix}_bf16.bin
+        what="PRECISION=$p USE_CUDNN=$c $prefix"
+        echo "=== test_gpt2cu $what"
+        if [ -x "$bin" ] && "$bin" -e "$model" -s "${prefix}_debug_state.bin"; then echo "=== PASS $what"
+        else echo "=== FAIL $what"; tail -5 build/bin/build_${p}_${c}.log; status=1; fi
+    done
 done
 exit $status
