@@ -30,14 +30,14 @@ VAL_BATCHES=$(( (VAL_TOKENS - 1) / (B * T) ))
 
 echo "=== initial checkpoint ($MODEL, seed 1337)"
 python3 - "$MODEL" "$OUT/init.bin" <<'EOF' || exit 1
-import sys, torch
+import sys, numpy as np, torch
 sys.path.insert(0, ".")
 import train_gpt2 as ref
 cfg = ref.config_from_descriptor(sys.argv[1])
 torch.manual_seed(1337)
 model = ref.GPT(cfg)
 model.init_weights()
-ref.write_model_file(sys.argv[2], cfg, ref.gather_flat(model), 3)
+ref.write_model_file(sys.argv[2], cfg, np.concatenate(ref.gather_flat(model)), 3)
 print(f"wrote {sys.argv[2]}: {ref.num_parameters(cfg):,} parameters")
 EOF
 SCHED=(-l "$LR" -u $((STEPS / 10)) -q 0.1 -c 0.1 -x "$STEPS" -v "$EVERY" -m "$VAL_BATCHES" -b "$B" -t "$T")
