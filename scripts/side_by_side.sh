@@ -7,19 +7,19 @@
 #
 # Usage: scripts/side_by_side.sh [MODEL=d12] [STEPS=1000] [LR=6e-4]      (GPU machine with python3 + torch)
 #   e.g. scripts/side_by_side.sh d12 1000 6e-4;  scripts/side_by_side.sh d48 300 2e-4
-# Environment: B (8), T (1024), USE_CUDNN (0), CUDNN_HOME (as make), OUT (runs/side_by_side/MODEL),
+# Environment: B (8), T (1024), USE_CUDNN (0), CUDNN_HOME (as make), SBS_OUT (runs/side_by_side/MODEL),
 #   BIN (a prebuilt train_gpt2cu; default: build one)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-d12}; STEPS=${2:-1000}; LR=${3:-6e-4}
 B=${B:-8}; T=${T:-1024}; EVERY=50
-OUT=${OUT:-runs/side_by_side/$MODEL}
+SBS_OUT=${SBS_OUT:-runs/side_by_side/$MODEL}
 TS=dev/data/tinyshakespeare
 [ -f $TS/tiny_shakespeare_train.bin ] || bash dev/data/tinyshakespeare.sh || exit 1
-mkdir -p "$OUT"
+mkdir -p "$SBS_OUT"
 BIN=${BIN:-}
 if [ -z "$BIN" ]; then
-    make -j"$(nproc)" train_gpt2cu USE_CUDNN="${USE_CUDNN:-0}" > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+    make -j"$(nproc)" train_gpt2cu USE_CUDNN="${USE_CUDNN:-0}" > "$SBS_OUT/build.log" 2>&1 || { tail -20 "$SBS_OUT/build.log"; exit 1; }
     BIN=./train_gpt2cu
 fi
 # every val pass reads the same windows in both programs: all of the val split's whole windows (Tiny
@@ -29,7 +29,7 @@ VAL_BATCHES=$(( (VAL_TOKENS - 1) / (B * T) ))
 [ "$VAL_BATCHES" -ge 1 ] || { echo "the val split is smaller than one window of B*T+1 tokens"; exit 1; }
 
 echo "=== initial checkpoint ($MODEL, seed 1337)"
-python3 - "$MODEL" "$OUT/init.bin" <<'EOF' || exit 1
+python3 - "$MODEL" "$SBS_OUT/init.bin" <<'EOF' || exit 1
 import sys, numpy as np, torch
 sys.path.insert(0, ".")
 import train_gpt2 as ref
@@ -44,18 +44,18 @@ SCHED=(-l "$LR" -u $((STEPS / 10)) -q 0.1 -c 0.1 -x "$STEPS" -v "$EVERY" -m "$VA
 DATA=(-i $TS/tiny_shakespeare_train.bin -j $TS/tiny_shakespeare_val.bin)
 
 echo "=== train_gpt2cu"
-rm -rf "$OUT/train_gpt2cu"
-"$BIN" -e "$OUT/init.bin" "${DATA[@]}" "${SCHED[@]}" -s 0 -o "$OUT/train_gpt2cu" > "$OUT/train_gpt2cu.txt" 2>&1 ||
-    { tail -20 "$OUT/train_gpt2cu.txt"; exit 1; }
-grep -E '^step +1/|^step +'"$STEPS"'/' "$OUT/train_gpt2cu.txt"
+rm -rf "$SBS_OUT/train_gpt2cu"
+"$BIN" -e "$SBS_OUT/init.bin" "${DATA[@]}" "${SCHED[@]}" -s 0 -o "$SBS_OUT/train_gpt2cu" > "$SBS_OUT/train_gpt2cu.txt" 2>&1 ||
+    { tail -20 "$SBS_OUT/train_gpt2cu.txt"; exit 1; }
+grep -E '^step +1/|^step +'"$STEPS"'/' "$SBS_OUT/train_gpt2cu.txt"
 echo "=== train_gpt2.py (bf16 autocast, torch.compile)"
-rm -rf "$OUT/train_gpt2.py"
-python3 train_gpt2.py --init_from "$OUT/init.bin" "${DATA[@]}" "${SCHED[@]}" --compile 1 --dtype bfloat16 \
-    -o "$OUT/train_gpt2.py" > "$OUT/train_gpt2.py.txt" 2>&1 || { tail -20 "$OUT/train_gpt2.py.txt"; exit 1; }
-grep -E '^step +1/|^step +'"$STEPS"'/' "$OUT/train_gpt2.py.txt"
+rm -rf "$SBS_OUT/train_gpt2.py"
+python3 train_gpt2.py --init_from "$SBS_OUT/init.bin" "${DATA[@]}" "${SCHED[@]}" --compile 1 --dtype bfloat16 \
+    -o "$SBS_OUT/train_gpt2.py" > "$SBS_OUT/train_gpt2.py.txt" 2>&1 || { tail -20 "$SBS_OUT/train_gpt2.py.txt"; exit 1; }
+grep -E '^step +1/|^step +'"$STEPS"'/' "$SBS_OUT/train_gpt2.py.txt"
 
-python3 dev/plot_log.py -o "$OUT/curves.png" "$OUT/train_gpt2cu/main.log" "$OUT/train_gpt2.py/main.log" || exit 1
-python3 - "$OUT" "$MODEL" <<'EOF'
+python3 dev/plot_log.py -o "$SBS_OUT/curves.png" "$SBS_OUT/train_gpt2cu/main.log" "$SBS_OUT/train_gpt2.py/main.log" || exit 1
+python3 - "$SBS_OUT" "$MODEL" <<'EOF'
 import sys
 def val(path):
     out = {}
