@@ -175,7 +175,7 @@ class HFTensors:
                 try:
                     try:
                         sd = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-                    except RuntimeError:  # the pre-1.6 (non-zip) format cannot be mmapped
+                    except (RuntimeError, TypeError):  # legacy (non-zip) files cannot be mmapped; torch < 2.1 has no mmap
                         sd = torch.load(path, map_location="cpu", weights_only=True)
                 except Exception as e:
                     die(f"'{path}': not a readable PyTorch state dict ({e})")
