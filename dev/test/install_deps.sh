@@ -17,6 +17,8 @@ $PY -c "import torch" 2>/dev/null || missing_py+=(torch)
 $PY -c "import numpy" 2>/dev/null || missing_py+=(numpy)
 $PY -c "import matplotlib" 2>/dev/null || missing_py+=(matplotlib)
 $PY -c "import tiktoken" 2>/dev/null || missing_py+=(tiktoken)
+$PY -c "import transformers" 2>/dev/null || missing_py+=(transformers)  # dev/hf.py and its checks
+$PY -c "import safetensors" 2>/dev/null || missing_py+=(safetensors)
 $PY -m pip show nvidia-cudnn-frontend >/dev/null 2>&1 || missing_py+=(nvidia-cudnn-frontend)
 if [ ${#missing_py[@]} -gt 0 ]; then
     echo "pip install ${missing_py[*]}"
