@@ -30,13 +30,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "llmc/eval_loader.h"  // EVAL_MAGIC, EVAL_VERSION and the example rules the reader applies
 #include "llmc/gpt2_bpe.h"
 #include "llmc/utils.h"
 
 constexpr int32_t SHARD_MAGIC = 20240520;
 constexpr int32_t SHARD_VERSION = 1;
-constexpr int32_t EVAL_MAGIC = 20240522;
-constexpr int32_t EVAL_VERSION = 1;
 
 // ----------------------------------------------------------------------------
 // shards
@@ -417,28 +416,33 @@ inline EvalStats prepare_eval_file(const Gpt2Bpe* bpe, const std::string& in, co
         }
         if (label < 0 || label > 3) fatal("'%s' line %zu: \"label\" must be 0..3", in.c_str(), line_number);
 
-        size_t begin = stream.size();
-        stream.push_back(65535);   // example delimiter
-        stream.push_back(0);       // example bytes, filled below
-        push_u16(stats.examples, "example index");
-        stream.push_back((uint16_t)label);
-        stream.push_back(4);
-        std::string ctx = j["ctx"].get<std::string>();
-        ids.clear();
-        gpt2_encode(&enc, ctx.data(), ctx.size(), &ids);
-        push_u16(ids.size(), "context length");
-        for (uint32_t id : ids) stream.push_back((uint16_t)id);
-        for (const nlohmann::json& e : endings) {
-            if (!e.is_string()) fatal("'%s' line %zu: \"endings\" must be an array of 4 strings", in.c_str(), line_number);
-            std::string ending = " " + e.get<std::string>();
+        EvalExample ex;
+        ex.label = (int)label;
+        auto encode_u16 = [&](const std::string& text, std::vector<uint16_t>* out) {
             ids.clear();
-            gpt2_encode(&enc, ending.data(), ending.size(), &ids);
-            push_u16(ids.size(), "ending length");
-            for (uint32_t id : ids) stream.push_back((uint16_t)id);
+            gpt2_encode(&enc, text.data(), text.size(), &ids);
+            for (uint32_t id : ids) out->push_back(id < 65535 ? (uint16_t)id : (uint16_t)65535);
+        };
+        encode_u16(j["ctx"].get<std::string>(), &ex.context);
+        for (size_t c = 0; c < endings.size(); c++) {
+            if (!endings[c].is_string()) fatal("'%s' line %zu: \"endings\" must be an array of 4 strings", in.c_str(), line_number);
+            encode_u16(" " + endings[c].get<std::string>(), &ex.completions[c]);
         }
-        size_t bytes = (stream.size() - begin) * sizeof(uint16_t);
-        if (bytes >= 65535) fatal("'%s' line %zu: example of %zu bytes is too long for the eval file", in.c_str(), line_number, bytes);
-        stream[begin + 1] = (uint16_t)bytes;
+        // the rules the eval loader applies when it reads the file
+        const std::string problem = eval_example_problem(ex);
+        if (!problem.empty()) fatal("'%s' line %zu: the example %s: not written", in.c_str(), line_number, problem.c_str());
+        const size_t bytes = eval_example_bytes(ex);
+        stream.push_back(65535);  // example delimiter
+        push_u16(bytes, "example bytes");
+        push_u16(stats.examples, "example index");
+        push_u16((uint64_t)ex.label, "label");
+        push_u16(EVAL_NUM_COMPLETIONS, "completion count");
+        push_u16(ex.context.size(), "context length");
+        stream.insert(stream.end(), ex.context.begin(), ex.context.end());
+        for (const std::vector<uint16_t>& comp : ex.completions) {
+            push_u16(comp.size(), "ending length");
+            stream.insert(stream.end(), comp.begin(), comp.end());
+        }
         stats.longest_bytes = std::max(stats.longest_bytes, bytes);
         stats.examples++;
     }

@@ -327,7 +327,30 @@ TEST(EvalFile, BadInputs) {
     EXPECT_EXIT(prepare_eval_file(bpe(), noctx, out), testing::ExitedWithCode(1), "line 2 has no string field \"ctx\"");
     std::string empty = tmp.write("empty.jsonl", "");
     EXPECT_EXIT(prepare_eval_file(bpe(), empty, out), testing::ExitedWithCode(1), "holds no examples");
+    // issue 21 point 3: an empty context used to be written, and then refused by the eval loader
+    std::string emptyctx = tmp.write("emptyctx.jsonl", "{\"ctx\": \"x\", \"endings\": [\"a\", \"b\", \"c\", \"d\"], \"label\": 1}\n"
+                                                     "{\"ctx\": \"\", \"endings\": [\"a\", \"b\", \"c\", \"d\"], \"label\": 0}\n");
+    EXPECT_EXIT(prepare_eval_file(bpe(), emptyctx, out), testing::ExitedWithCode(1),
+                "emptyctx.jsonl' line 2: the example has an empty context: not written");
     EXPECT_FALSE(exists(out));
+}
+
+// What the writer writes, the eval loader reads (one set of rules: llmc/eval_loader.h).
+TEST(EvalFile, WriterOutputPassesTheLoader) {
+    REQUIRE_VOCAB();
+    TempDir tmp("test_prepare_dataset");
+    std::string out = tmp.path + "/e.bin";
+    std::string in = tmp.write("in.jsonl", "{\"ctx\": \" \", \"endings\": [\"\", \"b\", \"c c\", \"d\"], \"label\": 3}\n"
+                                           "{\"ctx\": \"A man\", \"endings\": [\"runs\", \"b\", \"\u00e9\", \"d\"], \"label\": \"2\"}\n");
+    EvalStats st = prepare_eval_file(bpe(), in, out);
+    EXPECT_EQ(st.examples, 2u);
+    EvalLoader el;
+    eval_loader_init(&el, out.c_str(), 4, 64, 0, 1);
+    ASSERT_EQ(el.examples.size(), 2u);
+    EXPECT_EQ(el.examples[0].label, 3);
+    EXPECT_EQ(el.examples[1].label, 2);
+    EXPECT_EQ(eval_example_problem(el.examples[1]), "");
+    eval_loader_free(&el);
 }
 
 // ----------------------------------------------------------------------------
