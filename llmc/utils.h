@@ -16,6 +16,12 @@
 #include <cstring>
 #include <string>
 
+#ifdef LLMC_FATAL_THROWS
+// Fuzz builds (dev/fuzz): fatal() throws this instead of exiting, so one bad input ends one run of the
+// harness, not the fuzzer.
+struct FatalError {};
+#endif
+
 // Print "error: <message>" to stderr and exit with status 1. Use for anything the user can fix.
 [[noreturn]] inline void fatal(const char* fmt, ...) {
     fflush(stdout);
@@ -25,7 +31,11 @@
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
+#ifdef LLMC_FATAL_THROWS
+    throw FatalError{};
+#else
     exit(EXIT_FAILURE);
+#endif
 }
 
 // ----------------------------------------------------------------------------
