@@ -208,6 +208,12 @@ static TrainConfig parse_args(int argc, char** argv) {
                                {"-nk", c.keep_last}, {"-nm", c.keep_multiple}, {"-u", c.warmup}, {"-lg", c.gpu_log_every}}) {
         if (value < 0) fatal("flag %s must be >= 0, got %d", flag, value);
     }
+    if (c.total_batch == 0 || c.total_batch < -1) {
+        fatal("flag -d must be a positive number of tokens (or -1 for B*T*processes), got %ld", c.total_batch);
+    }
+    if (c.max_steps < -1) fatal("flag -x must be >= 0 (or -1 for one epoch), got %d", c.max_steps);
+    if (c.overfit_single_batch && c.shuffle) fatal("-a 1 reads the first windows of -j in order at every step: it cannot shuffle (-sh 1)");
+    if (c.overfit_single_batch && c.val_pattern.empty()) fatal("-a 1 trains on the start of the -j data (as llm.c), but -j is empty");
     if (c.lr < 0.0f) fatal("flag -l must be >= 0, got %g", c.lr);
     if (c.final_lr_frac < 0.0f || c.final_lr_frac > 1.0f) fatal("flag -q must be in [0, 1], got %g", c.final_lr_frac);
     if (c.resume && c.output_dir.empty()) fatal("-y 1 needs -o <dir> to find checkpoints in");
@@ -244,6 +250,14 @@ struct Trainer {
     int start_step = 0;
     uint64_t sample_rng = 1337;
     GpuPeak peak;
+    // -y 1: the checkpoint, read and checked on the host before the GPU starts, uploaded after
+    struct Resume {
+        int step = -1;                 // -1: nothing to resume
+        std::string model_path;
+        ModelFileInfo info;
+        RunState rs;
+        std::vector<float> m, v, master;
+    } resume;
 };
 
 static bool is_rank0(const Trainer& tr) { return tr.mp.process_rank == 0; }
@@ -345,43 +359,62 @@ static void save_checkpoint(Trainer& tr, int step) {
     }
 }
 
-// Loads the newest complete checkpoint of -o; returns its step (0 when there is none).
-static int load_checkpoint(Trainer& tr) {
+// -y 1, host part (before any CUDA call): removes the leftovers of an interrupted checkpoint, finds the
+// newest complete one and reads and checks all of it (model header vs the configuration, the whole
+// run state with its checksum, the data position) into tr.resume. shard_size: optimizer elements of
+// this process; keeps_master: this run keeps fp32 master weights.
+static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, bool keeps_master) {
     const std::string& dir = tr.cfg.output_dir;
-    const int step = ckpt_find_latest(dir);
-    if (step < 0) {
-        if (is_rank0(tr)) printf("resume: no complete checkpoint in %s, starting fresh\n", dir.c_str());
-        return 0;
+    const int rank = tr.cfg.process_rank;
+    for (const std::string& f : ckpt_remove_leftovers(dir, rank)) {
+        printf("resume: removed '%s', left by an interrupted checkpoint\n", f.c_str());
     }
-    const std::string model_path = ckpt_model_path(dir, step);
-    const ModelFileInfo info = model_file_read_header(model_path.c_str());
-    if (memcmp(&info.cfg, &tr.model.config, sizeof(GPT2Config)) != 0) {
-        fatal("checkpoint '%s' has a different model configuration than -e %s", model_path.c_str(), tr.cfg.init.c_str());
+    Trainer::Resume& r = tr.resume;
+    r.step = ckpt_find_latest(dir);
+    if (r.step < 0) {
+        if (rank == 0) printf("resume: no complete checkpoint in %s, starting fresh\n", dir.c_str());
+        return;
     }
-    gpt2_load_params(&tr.model, model_path.c_str(), info);
-    const std::string state_path = ckpt_state_path(dir, step, tr.mp.process_rank);
+    r.model_path = ckpt_model_path(dir, r.step);
+    r.info = model_file_read_header(r.model_path.c_str());
+    if (memcmp(&r.info.cfg, &mc, sizeof(GPT2Config)) != 0) {
+        fatal("checkpoint '%s' has a different model configuration than -e %s", r.model_path.c_str(), tr.cfg.init.c_str());
+    }
+    const std::string state_path = ckpt_state_path(dir, r.step, rank);
     const RunState peek = run_state_peek(state_path);
-    const size_t n = tr.model.shard.size;
-    std::vector<float> m(n), v(n), master;
-    std::vector<HostBuffer> body = {{m.data(), n * sizeof(float)}, {v.data(), n * sizeof(float)}};
-    if (peek.use_master_weights) {
-        master.resize(n);
-        body.push_back({master.data(), n * sizeof(float)});
-    }
-    const RunState rs = run_state_read(state_path, body, tr.mp.num_processes, tr.mp.process_rank);
-    if (rs.use_master_weights && !gpt2_uses_master_weights(&tr.model)) {
+    if (peek.use_master_weights && !keeps_master) {
         fatal("'%s' holds fp32 master weights but this run keeps none (-w 0 or an FP32 build): resume with -w 1 in a BF16 build",
               state_path.c_str());
     }
-    gpt2_optimizer_state_from_host(&tr.model, m.data(), v.data(), rs.use_master_weights ? master.data() : nullptr);
-    tr.model.rng_state = rs.rng_state;
-    tr.model.rng_state_last_update = rs.rng_state_last_update;
-    run_state_restore_loader(rs, &tr.train_loader, state_path);
-    if (rs.has_outliers) {
-        tr.loss_outlier = rs.loss_outlier;
-        tr.norm_outlier = rs.grad_norm_outlier;
+    r.m.resize(shard_size);
+    r.v.resize(shard_size);
+    std::vector<HostBuffer> body = {{r.m.data(), shard_size * sizeof(float)}, {r.v.data(), shard_size * sizeof(float)}};
+    if (peek.use_master_weights) {
+        r.master.resize(shard_size);
+        body.push_back({r.master.data(), shard_size * sizeof(float)});
     }
-    if (is_rank0(tr)) printf("resume: loaded step %d from %s\n", step, dir.c_str());
+    r.rs = run_state_read(state_path, body, tr.cfg.num_processes, rank);
+    run_state_restore_loader(r.rs, &tr.train_loader, state_path);
+    if (r.rs.has_outliers) {
+        tr.loss_outlier = r.rs.loss_outlier;
+        tr.norm_outlier = r.rs.grad_norm_outlier;
+    }
+}
+
+// -y 1, device part: uploads what resume_read checked; returns the step to continue from.
+static int resume_upload(Trainer& tr) {
+    Trainer::Resume& r = tr.resume;
+    if (r.step < 0) return 0;
+    if (tr.model.shard.size != r.m.size()) {
+        fatal("internal: optimizer shard of %zu elements, the state was read for %zu", tr.model.shard.size, r.m.size());
+    }
+    gpt2_load_params(&tr.model, r.model_path.c_str(), r.info);
+    gpt2_optimizer_state_from_host(&tr.model, r.m.data(), r.v.data(), r.rs.use_master_weights ? r.master.data() : nullptr);
+    tr.model.rng_state = r.rs.rng_state;
+    tr.model.rng_state_last_update = r.rs.rng_state_last_update;
+    if (is_rank0(tr)) printf("resume: loaded step %d from %s\n", r.step, tr.cfg.output_dir.c_str());
+    const int step = r.step;
+    tr.resume = Trainer::Resume();  // the host copies are no longer needed
     return step;
 }
 
@@ -416,6 +449,32 @@ static void require_matches(const std::string& pattern, const char* flag) {
                       flag, pattern.c_str());
 }
 
+// Rank and process count before any start-up: mpirun announces them in the environment (the values
+// MPI_Comm_rank / MPI_Comm_size give later); -pi tcp / fs take -pr / -pn. Everything that depends on
+// them (batch geometry, data windows, the optimizer shard) is then checked without touching the GPU.
+static void launch_geometry(const TrainConfig& c, int* rank, int* size) {
+    *rank = c.process_rank;
+    *size = c.num_processes;
+    if (c.init_method != "mpi") return;
+    *rank = 0;
+    *size = 1;
+    for (auto [size_var, rank_var] : {std::pair<const char*, const char*>{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                      {"PMI_SIZE", "PMI_RANK"}}) {
+        const char* sv = getenv(size_var);
+        const char* rv = getenv(rank_var);
+        if (sv != nullptr && rv != nullptr && atoi(sv) >= 1) {
+            *size = atoi(sv);
+            *rank = atoi(rv);
+            break;
+        }
+    }
+    if (*size == 1 && c.num_processes > 1) *size = c.num_processes;  // start-up will say that -pn disagrees
+    if (*rank < 0 || *rank >= *size) fatal("the MPI launcher gives rank %d of %d processes", *rank, *size);
+}
+
+// Everything that can be checked without a GPU is checked here, before the first CUDA call: flags and
+// their combinations, every input file (shards in full, model file, checkpoint and run state to resume
+// from, eval file, tokenizer) and the output folder. Only then CUDA, processes and the model.
 static void setup(Trainer& tr) {
     TrainConfig& c = tr.cfg;
 
@@ -428,23 +487,20 @@ static void setup(Trainer& tr) {
         mc = info.cfg;
     }
     if (c.T > mc.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", c.T, mc.max_seq_len);
-    require_matches(c.train_pattern, "-i");
-    if (c.val_every > 0 && c.val_max_steps > 0 && !c.val_pattern.empty()) require_matches(c.val_pattern, "-j");
+    // -a 1 trains on the start of the val data, as llm.c does (val is the small split)
+    const std::string& train_pattern = c.overfit_single_batch ? c.val_pattern : c.train_pattern;
+    const char* train_flag = c.overfit_single_batch ? "-j (trained on with -a 1)" : "-i";
+    require_matches(train_pattern, c.overfit_single_batch ? "-j" : "-i");
+    tr.have_val = c.val_every > 0 && c.val_max_steps > 0 && !c.val_pattern.empty();
+    if (tr.have_val) require_matches(c.val_pattern, "-j");
 
-    // processes (mpirun decides rank and count in mpi mode) and the GPU
-    tr.mp = multi_gpu_config_init(c.num_processes, c.process_rank, c.gpus_per_node, c.init_method.c_str(),
-                                  c.server_ip.c_str(), c.port, c.fs_path.c_str(), c.zero_stage);
-    c.num_processes = tr.mp.num_processes;
-    c.process_rank = tr.mp.process_rank;
-    GPT2Options opt;
-    opt.recompute = c.recompute;
-    opt.gelu_fusion = c.gelu_fusion;
-    opt.use_master_weights = c.master_weights != 0;
-    opt.allow_tf32 = c.allow_tf32 != 0;
-    opt.matmul_autotune = c.matmul_autotune != 0;
-    if (c.zero_stage > 0 && c.num_processes == 1 && is_rank0(tr)) {
-        printf("note: -z %d with one process shards nothing\n", c.zero_stage);
-    }
+    // processes: the geometry the start-up below will find
+    int rank = 0, nproc = 1;
+    launch_geometry(c, &rank, &nproc);
+    c.num_processes = nproc;
+    c.process_rank = rank;
+    tr.mp.process_rank = rank;  // is_rank0() before the start-up
+    tr.mp.num_processes = nproc;
 
     // batch sizes
     const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
@@ -453,35 +509,67 @@ static void setup(Trainer& tr) {
         fatal("-d %ld is not divisible by B*T*processes = %d*%d*%d = %ld", c.total_batch, c.B, c.T, c.num_processes,
               tokens_per_micro);
     }
+    if (c.total_batch / tokens_per_micro > INT32_MAX) fatal("-d %ld needs too many accumulation steps", c.total_batch);
     tr.grad_accum = (int)(c.total_batch / tokens_per_micro);
+    if (c.hellaswag && c.B % 4 != 0) fatal("-h 1 needs -b to be a multiple of 4 (4 completions per example), got %d", c.B);
 
-    // data (validated before any GPU memory is taken)
-    dataloader_init(&tr.train_loader, c.train_pattern.c_str(), "-i", c.B, c.T, c.process_rank, c.num_processes,
-                    c.shuffle != 0, c.seed);
-    tr.have_val = c.val_every > 0 && c.val_max_steps > 0 && !c.val_pattern.empty();
+    // data: every shard's header and size, then every token id against the model's vocabulary
+    dataloader_init(&tr.train_loader, train_pattern.c_str(), c.overfit_single_batch ? "-j" : "-i", c.B, c.T,
+                    c.process_rank, c.num_processes, c.shuffle != 0, c.seed);
+    dataloader_check_tokens(&tr.train_loader, train_flag, mc.vocab_size);
     if (tr.have_val) {
         dataloader_init(&tr.val_loader, c.val_pattern.c_str(), "-j", c.B, c.T, c.process_rank, c.num_processes,
                         false, 0);
+        if (!c.overfit_single_batch) dataloader_check_tokens(&tr.val_loader, "-j", mc.vocab_size);
     }
     if (c.hellaswag) {
-        if (c.B % 4 != 0) fatal("-h 1 needs -b to be a multiple of 4 (4 completions per example), got %d", c.B);
         eval_loader_init(&tr.eval_loader, c.eval_file.c_str(), c.B, c.T, c.process_rank, c.num_processes);
         tr.have_eval = true;
     }
     const size_t epoch_batches = dataloader_num_batches(&tr.train_loader) / tr.grad_accum;
     if (epoch_batches == 0) {
-        fatal("the training data (-i %s) has fewer windows (%zu) than one optimizer step needs (%d)",
-              c.train_pattern.c_str(), dataloader_num_batches(&tr.train_loader), tr.grad_accum);
+        fatal("the training data (%s %s) has fewer windows (%zu) than one optimizer step needs (%d)", train_flag,
+              train_pattern.c_str(), dataloader_num_batches(&tr.train_loader), tr.grad_accum);
     }
     tr.train_num_batches = c.max_steps > 0 ? c.max_steps : (int)epoch_batches;
     lr_scheduler_init(&tr.scheduler, c.schedule.c_str(), c.lr, c.warmup, tr.train_num_batches, c.final_lr_frac);
     outlier_detector_init(&tr.loss_outlier);
     outlier_detector_init(&tr.norm_outlier);
+    tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
+
+    // output folder, and the checkpoint to resume from
+    if (!c.output_dir.empty()) {
+        ckpt_make_dir(c.output_dir);
+        ckpt_check_writable(c.output_dir);
+    }
+    if (c.resume) {
+        MultiGpuConfig geometry{};
+        geometry.process_rank = c.process_rank;
+        geometry.num_processes = c.num_processes;
+        geometry.zero_stage = c.zero_stage;
+        const size_t shard_size = multi_gpu_get_shard(gpt2_num_parameters(mc), &geometry).size;
+        resume_read(tr, mc, shard_size, kFloatXIsBF16 && c.master_weights != 0);
+    }
 
     // GPU (after everything that can be checked without one)
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
         fatal("no CUDA GPU found: train_gpt2cu needs an NVIDIA GPU of compute capability 8.0 or newer");
+    }
+    tr.mp = multi_gpu_config_init(c.num_processes, c.process_rank, c.gpus_per_node, c.init_method.c_str(),
+                                  c.server_ip.c_str(), c.port, c.fs_path.c_str(), c.zero_stage);
+    if (tr.mp.num_processes != c.num_processes || tr.mp.process_rank != c.process_rank) {
+        fatal("start-up found process %d of %d, but the environment announced %d of %d: check the launcher",
+              tr.mp.process_rank, tr.mp.num_processes, c.process_rank, c.num_processes);
+    }
+    GPT2Options opt;
+    opt.recompute = c.recompute;
+    opt.gelu_fusion = c.gelu_fusion;
+    opt.use_master_weights = c.master_weights != 0;
+    opt.allow_tf32 = c.allow_tf32 != 0;
+    opt.matmul_autotune = c.matmul_autotune != 0;
+    if (c.zero_stage > 0 && c.num_processes == 1 && is_rank0(tr)) {
+        printf("note: -z %d with one process shards nothing\n", c.zero_stage);
     }
     const cudaDeviceProp& props = device_props();
     tr.peak = gpu_peak_bf16_flops(props);
@@ -496,10 +584,8 @@ static void setup(Trainer& tr) {
     const int max_b = gpt2_estimate_max_batch(mc, c.T, c.recompute, free_bytes);
     gpt2_allocate_activations(&tr.model, c.B, c.T);
 
-    if (!c.output_dir.empty()) ckpt_make_dir(c.output_dir);
-    if (c.resume) tr.start_step = load_checkpoint(tr);
+    if (c.resume) tr.start_step = resume_upload(tr);
     logger_init(&tr.logger, c.output_dir.empty() ? nullptr : c.output_dir.c_str(), c.process_rank, tr.start_step);
-    tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
     tr.sample_rng = rng_seed(c.seed, 1337);
 
     if (is_rank0(tr)) {
@@ -510,7 +596,8 @@ static void setup(Trainer& tr) {
         auto row_s = [](const char* k, const std::string& v) { printf("| %-21s | %-50s |\n", k, v.c_str()); };
         auto row_i = [](const char* k, long v) { printf("| %-21s | %-50ld |\n", k, v); };
         auto row_f = [](const char* k, double v) { printf("| %-21s | %-50e |\n", k, v); };
-        row_s("train data pattern", c.train_pattern);
+        row_s("train data pattern", train_pattern);
+        if (c.overfit_single_batch) row_s("overfit single batch", "-a 1: the same -j windows every step");
         row_s("val data pattern", tr.have_val ? c.val_pattern : "(none)");
         row_s("output log dir", c.output_dir.empty() ? "(none)" : c.output_dir);
         row_s("init", c.init);
@@ -613,8 +700,9 @@ int main(int argc, char** argv) {
         phase_timer_end_step(model.timer, model.stream, false);  // drop what val/eval/sampling recorded
         cudaCheck(cudaEventRecord(start_ev, model.stream));
         gpt2_zero_grad(&model);
+        dataloader_begin_step(&tr.train_loader, c.overfit_single_batch != 0);  // -a 1: windows 0..accum-1 again
         for (int micro = 0; micro < tr.grad_accum; micro++) {
-            if (c.overfit_single_batch == 0 || (step == tr.start_step && micro == 0)) dataloader_next_batch(&tr.train_loader);
+            dataloader_next_batch(&tr.train_loader);
             gpt2_forward(&model, tr.train_loader.inputs, tr.train_loader.targets, c.B, c.T, true, tr.grad_accum);
             gpt2_backward(&model, c.B, c.T, micro == tr.grad_accum - 1);
         }

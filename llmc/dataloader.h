@@ -33,6 +33,14 @@
  *   void dataloader_set_state(DataLoader*, const DataLoaderState&, const char* source)
  *        exact save/restore (run_state.h stores it); after set_state the batches equal the
  *        uninterrupted sequence. `source` (the state file) is named in errors.
+ *   void dataloader_check_tokens(const DataLoader*, const char* flag_name, int vocab_size)
+ *        reads every token of every shard (start-up check, before any GPU work): the first id >=
+ *        vocab_size stops with the shard name and position. Memory/disk-bandwidth bound; prints
+ *        progress to stderr when the shards are large.
+ *   void dataloader_begin_step(DataLoader*, bool overfit_single_batch)
+ *        call before the micro-batches of each optimizer step. With overfit (-a 1) the loader goes
+ *        back to the start, as llm.c does: every step reads windows 0..accum-1 again, micro-step k
+ *        reading window k. Without it, nothing (the data simply continues).
  *   void dataloader_free(DataLoader*)
  *
  * Every token of a loaded window is checked against the GPT-2 vocabulary (< 50257); a bad id stops
@@ -42,7 +50,10 @@
 
 #include <glob.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -184,6 +195,9 @@ inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char
     std::sort(dl->shard_paths.begin(), dl->shard_paths.end());  // glob sorts by locale; make it bytewise
     if (dl->shard_paths.size() > (size_t)INT32_MAX) fatal("%s '%s' matches too many files", flag_name, glob_pattern);
 
+    if (B > (size_t)INT32_MAX || T > (size_t)INT32_MAX || B * T > SIZE_MAX / 4 / (size_t)num_processes) {
+        fatal("data loader: num_processes*B*T = %d*%zu*%zu is too large", num_processes, B, T);
+    }
     size_t span = (size_t)num_processes * B * T;  // tokens of one global batch
     dl->shard_num_windows.clear();
     dl->total_windows = 0;
@@ -209,6 +223,57 @@ inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char
 }
 
 inline void dataloader_reset(DataLoader* dl) { dataloader_start_epoch_(dl, 0); }
+
+inline void dataloader_begin_step(DataLoader* dl, bool overfit_single_batch) {
+    if (overfit_single_batch) dataloader_reset(dl);
+}
+
+inline void dataloader_check_tokens(const DataLoader* dl, const char* flag_name, int vocab_size) {
+    constexpr size_t CHUNK = (size_t)1 << 21;  // tokens per read (4 MiB)
+    if (vocab_size > 65535) return;  // every uint16 id is valid
+    std::vector<uint16_t> buf(CHUNK);
+    uint64_t done = 0, total_bytes = 0;
+    for (const std::string& path : dl->shard_paths) {
+        struct stat sb;
+        if (stat(path.c_str(), &sb) == 0) total_bytes += (uint64_t)sb.st_size;
+    }
+    const bool show_progress = total_bytes > ((uint64_t)1 << 30);  // a few seconds of reading and more
+    const auto t0 = std::chrono::steady_clock::now();
+    auto last = t0;
+    const uint16_t limit = (uint16_t)vocab_size;
+    for (const std::string& path : dl->shard_paths) {
+        FILE* f = fopen_check(path.c_str(), "rb");
+        fseek_check(f, (long)FILE_HEADER_BYTES, SEEK_SET, path.c_str());
+        size_t pos = 0;  // tokens of this shard read so far
+        for (;;) {
+            const size_t got = fread(buf.data(), sizeof(uint16_t), CHUNK, f);
+            if (got == 0) {
+                if (ferror(f)) fatal("read error on token shard '%s': %s", path.c_str(), strerror(errno));
+                break;
+            }
+            // branch-free maximum (vectorises); the exact position is looked up only on failure
+            uint16_t mx = 0;
+            for (size_t i = 0; i < got; i++) mx = buf[i] > mx ? buf[i] : mx;
+            if (mx >= limit) {
+                size_t i = 0;
+                while (buf[i] < limit) i++;
+                fatal("%s: token shard '%s' has token id %u at position %zu, outside the model's vocabulary "
+                      "(must be < %d): was it written with another tokenizer?", flag_name, path.c_str(),
+                      (unsigned)buf[i], pos + i, vocab_size);
+            }
+            pos += got;
+            done += got * sizeof(uint16_t);
+            const auto now = std::chrono::steady_clock::now();
+            if (show_progress && now - last > std::chrono::seconds(2)) {
+                last = now;
+                const double secs = std::chrono::duration<double>(now - t0).count();
+                fprintf(stderr, "%s: checking token ids: %.1f of %.1f GB (%.1f GB/s)\n", flag_name, done / 1e9,
+                        total_bytes / 1e9, done / 1e9 / secs);
+            }
+        }
+        fclose_check(f, path.c_str());
+    }
+}
 
 inline size_t dataloader_num_batches(const DataLoader* dl) { return dl->total_windows; }
 

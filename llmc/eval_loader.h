@@ -25,6 +25,10 @@
  *        losses (B*T, per-position losses of the current batch) -> number of this process's
  *        examples in the batch whose lowest mean completion loss is the labelled completion
  *   void eval_loader_free(EvalLoader*)
+ *   std::string eval_example_problem(const EvalExample&)
+ *        the content rules of one example (label 0..3, non-empty context and completions, token ids
+ *        < 50257, under 65535 bytes): "" when it is fine, else what is wrong. The writer
+ *        (dev/data/prepare_dataset.h) applies the same function, so it never writes what this refuses.
  * Bad files (magic, version, delimiter, sizes, labels, token ids, truncation, trailing bytes) stop
  * with one fatal() message naming the file and the example.
  */
@@ -48,6 +52,41 @@ struct EvalExample {
     std::vector<uint16_t> context;
     std::vector<uint16_t> completions[EVAL_NUM_COMPLETIONS];
 };
+
+// Bytes of one example in the file: delimiter, bytes, index, label, count, then a length + ids per part.
+inline size_t eval_example_bytes(const EvalExample& e) {
+    size_t words = 5 + 1 + e.context.size();
+    for (const std::vector<uint16_t>& c : e.completions) words += 1 + c.size();
+    return words * sizeof(uint16_t);
+}
+
+inline std::string eval_example_problem(const EvalExample& e) {
+    char buf[128];
+    if (e.label < 0 || e.label >= EVAL_NUM_COMPLETIONS) {
+        snprintf(buf, sizeof(buf), "has label %d (must be 0..3)", e.label);
+        return buf;
+    }
+    if (e.context.empty()) return "has an empty context";
+    for (int c = 0; c < EVAL_NUM_COMPLETIONS; c++) {
+        if (e.completions[c].empty()) {
+            snprintf(buf, sizeof(buf), "has an empty completion %d", c);
+            return buf;
+        }
+    }
+    for (int part = -1; part < EVAL_NUM_COMPLETIONS; part++) {
+        for (uint16_t t : part < 0 ? e.context : e.completions[part]) {
+            if (t >= EVAL_VOCAB_SIZE) {
+                snprintf(buf, sizeof(buf), "has token id %u >= %d", (unsigned)t, EVAL_VOCAB_SIZE);
+                return buf;
+            }
+        }
+    }
+    if (eval_example_bytes(e) >= 65535) {
+        snprintf(buf, sizeof(buf), "is %zu bytes, more than the format's 65534", eval_example_bytes(e));
+        return buf;
+    }
+    return "";
+}
 
 struct EvalLoader {
     size_t B = 0, T = 0;
@@ -115,18 +154,15 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
         e.label = body[pos + 3];
         int ncomp = body[pos + 4];
         pos += 5;
-        if (e.label >= EVAL_NUM_COMPLETIONS) fatal("eval file '%s': example %zu has label %d (must be 0..3)", path, ex, e.label);
         if (ncomp != EVAL_NUM_COMPLETIONS) fatal("eval file '%s': example %zu has %d completions (must be 4)", path, ex, ncomp);
         need(1, ex);
         size_t ctx_len = body[pos++];
-        if (ctx_len == 0) fatal("eval file '%s': example %zu has an empty context", path, ex);
         need(ctx_len, ex);
         e.context.assign(body.begin() + pos, body.begin() + pos + ctx_len);
         pos += ctx_len;
         for (int c = 0; c < ncomp; c++) {
             need(1, ex);
             size_t len = body[pos++];
-            if (len == 0) fatal("eval file '%s': example %zu has an empty completion %d", path, ex, c);
             need(len, ex);
             e.completions[c].assign(body.begin() + pos, body.begin() + pos + len);
             pos += len;
@@ -144,13 +180,8 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
             fatal("eval file '%s': example %zu is %zu bytes, more than the header's longest example %zu",
                   path, ex, got_bytes, longest);
         }
-        auto check_tokens = [&](const std::vector<uint16_t>& v) {
-            for (uint16_t t : v) {
-                if (t >= EVAL_VOCAB_SIZE) fatal("eval file '%s': example %zu has token id %u >= %d", path, ex, (unsigned)t, EVAL_VOCAB_SIZE);
-            }
-        };
-        check_tokens(e.context);
-        for (int c = 0; c < ncomp; c++) check_tokens(e.completions[c]);
+        const std::string problem = eval_example_problem(e);
+        if (!problem.empty()) fatal("eval file '%s': example %zu %s", path, ex, problem.c_str());
         el->examples.push_back(std::move(e));
     }
     if (pos != body_words) {

@@ -9,8 +9,14 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+#include <vector>
 
 #include "llmc/utils.h"
 
@@ -50,17 +56,31 @@ static std::string exe_dir() {
     return slash == std::string::npos ? "." : p.substr(0, slash);
 }
 
-static bool download_vocab(const std::string& dir) {
-    static const char* base = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/";
-    if (system("command -v curl > /dev/null 2>&1") != 0) return false;
-    std::string mk = "mkdir -p '" + dir + "'";
-    if (system(mk.c_str()) != 0) return false;
+// Runs argv[0] (looked up in PATH) with exactly these arguments, no shell in between: a path with
+// quotes, $(...) or spaces is one argument like any other. Returns true when it ran and exited 0.
+static bool run_argv(const std::vector<std::string>& args) {
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid;
+    if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return false;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) return false;
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+bool gpt2_vocab_download(const std::string& dir, const char* base_url) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return false;
     for (const char* name : {"encoder.json", "vocab.bpe"}) {
-        std::string dst = dir + "/" + name;
-        std::string tmp = dst + ".tmp";
-        fprintf(stderr, "downloading %s%s -> %s\n", base, name, dst.c_str());
-        std::string cmd = "curl -fsSL --retry 2 -o '" + tmp + "' '" + base + name + "'";
-        if (system(cmd.c_str()) != 0 || rename(tmp.c_str(), dst.c_str()) != 0) {
+        const std::string dst = dir + "/" + name;
+        const std::string tmp = dst + ".tmp";
+        const std::string url = std::string(base_url) + name;
+        fprintf(stderr, "downloading %s -> %s\n", url.c_str(), dst.c_str());
+        if (!run_argv({"curl", "-fsSL", "--retry", "2", "-o", tmp, url}) || rename(tmp.c_str(), dst.c_str()) != 0) {
             remove(tmp.c_str());
             return false;
         }
@@ -87,7 +107,7 @@ std::string gpt2_vocab_dir_find(const char* flag_dir) {
         if (vocab_dir_ok(c)) return c;
     }
     const std::string dl = exe + "/dev/data/gpt2";
-    if (download_vocab(dl) && vocab_dir_ok(dl)) return dl;
+    if (gpt2_vocab_download(dl, GPT2_VOCAB_URL) && vocab_dir_ok(dl)) return dl;
     fatal("GPT-2 vocabulary (encoder.json, vocab.bpe) not found in ../shared/data/gpt2 or dev/data/gpt2 and "
           "the download from openaipublic.blob.core.windows.net failed; set GPT2_VOCAB_DIR (or pass --vocab) "
           "to a directory holding both files");

@@ -54,6 +54,12 @@ struct Gpt2Encoder {
 // blob store into dev/data/gpt2 next to the executable. fatal() if all of that fails.
 std::string gpt2_vocab_dir_find(const char* flag_dir);
 
+// Downloads encoder.json and vocab.bpe from base_url into dir (created if missing) by running curl with
+// an argument vector (posix_spawnp; no shell, so no character of dir or the URL is ever interpreted).
+// Each file goes to <file>.tmp first and is renamed when complete. false if curl is missing or fails.
+constexpr const char* GPT2_VOCAB_URL = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/";
+bool gpt2_vocab_download(const std::string& dir, const char* base_url);
+
 // Loads encoder.json + vocab.bpe from dir, checks they agree (ids are merge ranks), builds the merge
 // table and compiles the regex. fatal() naming the file on any problem.
 void gpt2_bpe_load(Gpt2Bpe* bpe, const std::string& dir);

@@ -6,14 +6,19 @@
  *   0 magic 20240527, 1 version 1, 2 num_processes, 3 process_rank, 4 use_master_weights,
  *   5 data loader shuffles, 10 step, 20-21 RNG state, 22-23 RNG state before the last update,
  *   30-31 shard index, 32-33 sample index                                    (formats.md)
- *   6 = 1: slots 40-41 hold a 64-bit checksum of everything after the header (ours)
+ *   6 = 2: slots 40-41 hold a 64-bit checksum of the whole file: the header (with slots 40-41 read as
+ *          0) then everything after it, so a flipped step, RNG or epoch slot is caught too (ours;
+ *          files of earlier builds have 1 here, a checksum of the body only: refused with a message)
  *   7 = 1: the two outlier-detector windows follow the shuffle section (ours)
  *   34-35 data loader epoch (ours; needed to reshuffle the next epochs identically)
  *   42-43 bytes of the optimizer body (m, v, master) (ours; gives a clear message on a size mismatch)
+ * llm.c reads only its slots and the data up to its shuffle section, so it reads our files too.
  * Body: the caller's host buffers back to back (AdamW m, v, then master weights if slot 4 is 1; each
  * this process's shard under ZeRO-1); then, if slot 5: u64 n, int32 shard_order[n], u64 m,
  * int32 sample_order[m], u64 shuffle RNG; then, if slot 7: for loss and grad norm: int32 count,
- * int32 index, f64 window[128]. A file without slot 6/7 (e.g. from llm.c, not shuffling) still reads.
+ * int32 index, f64 window[128]. A file with slot 6 = 0 and none of our other slots (as llm.c writes it)
+ * still reads, with a warning that nothing in it could be verified; slot 6 = 0 beside any of our other
+ * slots (7, 34-35, 40-43) is refused: someone switched the checksum off.
  *
  * API
  *   struct HostBuffer { void* ptr; size_t bytes; }
@@ -32,7 +37,12 @@
  *   std::string ckpt_done_path(dir, step)         DIR/DONE_%08d
  *   void ckpt_make_dir(dir)                       mkdir -p; fatal naming -o on failure
  *   void ckpt_write_done(dir, step)               fsyncs the directory, then creates the empty DONE
+ *   void ckpt_check_writable(dir)                 creates and deletes a probe file; fatal naming -o
  *   int  ckpt_find_latest(dir)                    largest step with a DONE file, -1 if none/no dir
+ *   std::vector<std::string> ckpt_remove_leftovers(dir, rank)
+ *        deletes the *.tmp files an interrupted checkpoint left (rank 0: model and DONE files and its
+ *        state file; rank r > 0: its own state file only) and returns their paths. Call at start-up,
+ *        when nothing writes to dir.
  *   void ckpt_prune(dir, keep_last_n, never_delete_multiple_of, current_step)
  *        keep_last_n <= 0: does nothing. Otherwise, among steps <= current_step, keeps the
  *        keep_last_n newest complete checkpoints and every step that is a multiple of
@@ -63,6 +73,9 @@
 
 constexpr int32_t RUN_STATE_MAGIC = 20240527;
 constexpr int32_t RUN_STATE_VERSION = 1;
+constexpr int32_t RUN_STATE_CHECKSUM_BODY_ONLY = 1;  // slot 6 of files from earlier builds
+constexpr int32_t RUN_STATE_CHECKSUM_WHOLE = 2;      // slot 6: checksum covers header and body
+constexpr int RUN_STATE_CHECKSUM_SLOT = 40;
 
 struct HostBuffer {
     void* ptr;
@@ -114,6 +127,7 @@ inline void checksum_block_(Checksum64* c, const unsigned char* p) {
 }
 
 inline void checksum_update(Checksum64* c, const void* data, size_t n) {
+    if (n == 0) return;  // data may be null then (an empty vector's data())
     const unsigned char* p = (const unsigned char*)data;
     c->length += n;
     if (c->npending > 0) {
@@ -190,13 +204,7 @@ inline std::vector<unsigned char> run_state_tail_bytes_(const RunState& rs) {
 inline void run_state_write(const std::string& path, const RunState& rs, const std::vector<HostBuffer>& body) {
     std::vector<unsigned char> tail = run_state_tail_bytes_(rs);
     uint64_t body_bytes = 0;
-    Checksum64 ck;
-    checksum_init(&ck);
-    for (const HostBuffer& b : body) {
-        checksum_update(&ck, b.ptr, b.bytes);
-        body_bytes += b.bytes;
-    }
-    checksum_update(&ck, tail.data(), tail.size());
+    for (const HostBuffer& b : body) body_bytes += b.bytes;
 
     int32_t header[FILE_HEADER_INTS] = {0};
     header[0] = RUN_STATE_MAGIC;
@@ -205,7 +213,7 @@ inline void run_state_write(const std::string& path, const RunState& rs, const s
     header[3] = rs.process_rank;
     header[4] = rs.use_master_weights ? 1 : 0;
     header[5] = rs.shuffle ? 1 : 0;
-    header[6] = 1;
+    header[6] = RUN_STATE_CHECKSUM_WHOLE;
     header[7] = rs.has_outliers ? 1 : 0;
     header[10] = rs.step;
     run_state_put_u64_(header, 20, rs.rng_state);
@@ -213,8 +221,13 @@ inline void run_state_write(const std::string& path, const RunState& rs, const s
     run_state_put_u64_(header, 30, rs.loader.shard_idx);
     run_state_put_u64_(header, 32, rs.loader.sample_idx);
     run_state_put_u64_(header, 34, rs.loader.epoch);
-    run_state_put_u64_(header, 40, checksum_final(&ck));
     run_state_put_u64_(header, 42, body_bytes);
+    Checksum64 ck;
+    checksum_init(&ck);
+    checksum_update(&ck, header, FILE_HEADER_BYTES);  // slots 40-41 are still 0 here
+    for (const HostBuffer& b : body) checksum_update(&ck, b.ptr, b.bytes);
+    checksum_update(&ck, tail.data(), tail.size());
+    run_state_put_u64_(header, RUN_STATE_CHECKSUM_SLOT, checksum_final(&ck));
 
     AtomicFile f = atomic_file_open(path);
     const char* what = f.tmp_path.c_str();
@@ -242,9 +255,26 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
     if (header[1] != RUN_STATE_VERSION) {
         fatal("run state file '%s' has version %d, expected %d", p, header[1], RUN_STATE_VERSION);
     }
-    for (int slot : {4, 5, 6, 7}) {
+    for (int slot : {4, 5, 7}) {
         if (header[slot] != 0 && header[slot] != 1) {
             fatal("run state file '%s' is corrupted (header slot %d = %d, must be 0 or 1)", p, slot, header[slot]);
+        }
+    }
+    if (header[6] == RUN_STATE_CHECKSUM_BODY_ONLY) {
+        fatal("run state file '%s' was written by an earlier gpt2cu build (checksum format %d, which does not "
+              "cover the header); this build reads format %d only: resume it with the build that wrote it, or "
+              "start fresh (without -y 1, or with another -o)", p, header[6], RUN_STATE_CHECKSUM_WHOLE);
+    }
+    if (header[6] != 0 && header[6] != RUN_STATE_CHECKSUM_WHOLE) {
+        fatal("run state file '%s' is corrupted (header slot 6 = %d: unknown checksum format, expected %d)", p,
+              header[6], RUN_STATE_CHECKSUM_WHOLE);
+    }
+    if (header[6] == 0) {
+        for (int slot : {7, 34, 35, 40, 41, 42, 43}) {
+            if (header[slot] != 0) {
+                fatal("run state file '%s' is corrupted: it has gpt2cu's header slot %d set (%d) but no checksum "
+                      "(slot 6 = 0); gpt2cu always writes one", p, slot, header[slot]);
+            }
         }
     }
     RunState rs;
@@ -301,6 +331,10 @@ inline RunState run_state_read(const std::string& path, const std::vector<HostBu
     }
     Checksum64 ck;
     checksum_init(&ck);
+    int32_t hashed_header[FILE_HEADER_INTS];
+    memcpy(hashed_header, header, FILE_HEADER_BYTES);
+    run_state_put_u64_(hashed_header, RUN_STATE_CHECKSUM_SLOT, 0);
+    checksum_update(&ck, hashed_header, FILE_HEADER_BYTES);
     for (const HostBuffer& b : body) {
         fread_check(b.ptr, 1, b.bytes, fp, p);
         checksum_update(&ck, b.ptr, b.bytes);
@@ -322,7 +356,7 @@ inline RunState run_state_read(const std::string& path, const std::vector<HostBu
         take(&n, 8);
         if (n > (tail.size() - pos) / sizeof(int32_t)) fatal("run state file '%s' is truncated or corrupted (permutation of %llu entries)", p, (unsigned long long)n);
         v->resize(n);
-        take(v->data(), n * sizeof(int32_t));
+        if (n > 0) take(v->data(), n * sizeof(int32_t));  // data() of an empty vector may be null
     };
     if (rs.shuffle) {
         take_order(&rs.loader.shard_order);
@@ -347,8 +381,12 @@ inline RunState run_state_read(const std::string& path, const std::vector<HostBu
               "than the run that wrote it?)", p, tail.size() - pos);
     }
     // checked last so that size problems get the more specific messages above
-    if (header[6] == 1 && checksum_final(&ck) != run_state_get_u64_(header, 40)) {
-        fatal("run state file '%s' is corrupted: checksum mismatch", p);
+    if (header[6] == RUN_STATE_CHECKSUM_WHOLE && checksum_final(&ck) != run_state_get_u64_(header, RUN_STATE_CHECKSUM_SLOT)) {
+        fatal("run state file '%s' is corrupted: checksum mismatch (header or body changed since it was written)", p);
+    }
+    if (header[6] == 0) {
+        fprintf(stderr, "warning: run state file '%s' has no checksum (as llm.c writes them): its contents are "
+                        "unverified\n", p);
     }
     rs.body_bytes = expected_body;
     return rs;
@@ -386,6 +424,16 @@ inline void ckpt_make_dir(const std::string& dir) {
     }
     struct stat sb;
     if (stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) fatal("-o: '%s' is not a directory", dir.c_str());
+}
+
+// Output folders on a read-only file system (or without write permission) exist but refuse files:
+// found at start-up instead of at the first checkpoint.
+inline void ckpt_check_writable(const std::string& dir) {
+    const std::string probe = dir + "/.gpt2cu_write_probe_" + std::to_string((long)getpid());
+    int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) fatal("-o: cannot write files in '%s': %s", dir.c_str(), strerror(errno));
+    close(fd);
+    unlink(probe.c_str());
 }
 
 // Makes completed renames in dir durable before anything that depends on them is written.
@@ -471,6 +519,29 @@ inline int ckpt_find_latest(const std::string& dir) {
         if (it->second.done) return it->first;
     }
     return -1;
+}
+
+inline std::vector<std::string> ckpt_remove_leftovers(const std::string& dir, int rank) {
+    std::vector<std::string> removed;
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return removed;
+    std::vector<std::string> names;
+    while (struct dirent* e = readdir(d)) names.push_back(e->d_name);
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+        int step;
+        const size_t len = name.size();
+        if (len < 4 || name.compare(len - 4, 4, ".tmp") != 0) continue;
+        if (ckpt_classify_(name.c_str(), &step) != CkptFileKind::Other) continue;
+        int owner = 0;  // model_ and DONE_ files are rank 0's
+        if (name.compare(0, 6, "state_") == 0) owner = atoi(name.c_str() + name.find('_', 6) + 1);  // state_<step>_<rank>
+        if (owner != rank) continue;
+        const std::string path = dir + "/" + name;
+        if (unlink(path.c_str()) == 0) removed.push_back(path);
+        else fprintf(stderr, "warning: cannot delete leftover '%s': %s\n", path.c_str(), strerror(errno));
+    }
+    return removed;
 }
 
 // Returns false (with a warning: losing disk space beats stopping a training run) if path remains.

@@ -16,6 +16,12 @@
 #include <cstring>
 #include <string>
 
+#ifdef LLMC_FATAL_THROWS
+// Fuzz builds (dev/fuzz): fatal() throws this instead of exiting, so one bad input ends one run of the
+// harness, not the fuzzer.
+struct FatalError {};
+#endif
+
 // Print "error: <message>" to stderr and exit with status 1. Use for anything the user can fix.
 [[noreturn]] inline void fatal(const char* fmt, ...) {
     fflush(stdout);
@@ -25,7 +31,11 @@
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
+#ifdef LLMC_FATAL_THROWS
+    throw FatalError{};
+#else
     exit(EXIT_FAILURE);
+#endif
 }
 
 // ----------------------------------------------------------------------------
@@ -43,6 +53,7 @@ inline FILE* fopen_check_(const char* path, const char* mode, const char* file, 
 // Reads exactly count elements or reports the file as truncated. `what` names the file for the user.
 inline void fread_check_(void* ptr, size_t size, size_t count, FILE* fp, const char* what,
                          const char* file, int line) {
+    if (size == 0 || count == 0) return;  // ptr may be null then (an empty vector's data())
     size_t got = fread(ptr, size, count, fp);
     if (got != count) {
         if (feof(fp)) {
@@ -56,6 +67,7 @@ inline void fread_check_(void* ptr, size_t size, size_t count, FILE* fp, const c
 
 inline void fwrite_check_(const void* ptr, size_t size, size_t count, FILE* fp, const char* what,
                           const char* file, int line) {
+    if (size == 0 || count == 0) return;  // ptr may be null then (an empty vector's data())
     size_t put = fwrite(ptr, size, count, fp);
     if (put != count) {
         fatal("write error on '%s' (%zu of %zu elements written): %s  [%s:%d]",

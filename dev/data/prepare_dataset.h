@@ -4,7 +4,12 @@
  * Token shards (formats.md, magic 20240520 v1): 256 x int32 header {magic, 1, n}, then n uint16 ids;
  * file size exactly 1024 + 2n. Every document is preceded by <|endoftext|> (50256); documents run on
  * across shard boundaries. Shard 0 is the val split (<name>_val_000000.bin), shards 1, 2, ... are train
- * (<name>_train_000001.bin, ...). Each shard is written to "<path>.tmp" and renamed when complete.
+ * (<name>_train_000001.bin, ...). The set is all-or-nothing: prepare_shards writes every shard into a
+ * hidden staging folder beside them (<out>/.<name>.partial/, each shard via "<path>.tmp" + rename) and
+ * moves them into <out> only once the whole set is done; then shards of an earlier run under the same
+ * name that are not part of the new set are deleted (with a message), so `-i <out>/<name>_train_*.bin`
+ * never mixes two runs. Any failure that exits (fatal(), full disk) deletes the staging folder; a run
+ * killed outright leaves only that hidden folder, which the next run deletes.
  *
  * Documents: a text file is one document, or several when split on a separator string; a JSON lines
  * file holds one document per line in its "text" field. Batches of documents are tokenized by a pool of
@@ -22,7 +27,9 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -30,13 +37,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "llmc/eval_loader.h"  // EVAL_MAGIC, EVAL_VERSION and the example rules the reader applies
 #include "llmc/gpt2_bpe.h"
 #include "llmc/utils.h"
 
 constexpr int32_t SHARD_MAGIC = 20240520;
 constexpr int32_t SHARD_VERSION = 1;
-constexpr int32_t EVAL_MAGIC = 20240522;
-constexpr int32_t EVAL_VERSION = 1;
 
 // ----------------------------------------------------------------------------
 // shards
@@ -330,6 +336,78 @@ inline void make_output_dir(const std::string& dir) {
     if (access(dir.c_str(), W_OK) != 0) fatal("output directory '%s' is not writable: %s", dir.c_str(), strerror(errno));
 }
 
+// Staging folder of an unfinished shard set: deleted at exit unless shard_staging_commit() ran (a
+// fatal() exits through exit(), which runs atexit handlers).
+inline std::string& shard_staging_dir_() {
+    static std::string dir;  // function-local: no global defined in a header
+    return dir;
+}
+
+inline void shard_staging_cleanup_() {
+    std::string& dir = shard_staging_dir_();
+    if (dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    dir.clear();
+}
+
+inline std::string shard_staging_begin(const ShardSpec& spec) {
+    const std::string staging = spec.out_dir + "/." + spec.name + ".partial";
+    std::error_code ec;
+    if (std::filesystem::exists(staging, ec)) {
+        fprintf(stderr, "note: deleting '%s', left by an earlier run that did not finish\n", staging.c_str());
+        std::filesystem::remove_all(staging, ec);
+        if (ec) fatal("cannot delete '%s': %s", staging.c_str(), ec.message().c_str());
+    }
+    if (mkdir(staging.c_str(), 0755) != 0) fatal("cannot create '%s': %s", staging.c_str(), strerror(errno));
+    shard_staging_dir_() = staging;  // constructs the static first: its destructor must run after the handler
+    static bool registered = false;
+    if (!registered) {
+        atexit(shard_staging_cleanup_);
+        registered = true;
+    }
+    return staging;
+}
+
+// True for "<name>_val_NNNNNN.bin" / "<name>_train_NNNNNN.bin" (and their ".tmp"): a shard of the set.
+inline bool is_shard_of_set(const std::string& file, const std::string& name) {
+    if (file.compare(0, name.size() + 1, name + "_") != 0) return false;
+    std::string rest = file.substr(name.size() + 1);
+    if (has_suffix(rest, ".tmp")) rest.resize(rest.size() - 4);
+    for (const char* split : {"val_", "train_"}) {
+        const size_t n = strlen(split);
+        if (rest.compare(0, n, split) != 0 || rest.size() != n + 6 + 4 || !has_suffix(rest, ".bin")) continue;
+        bool digits = true;
+        for (size_t i = n; i < n + 6; i++) digits = digits && rest[i] >= '0' && rest[i] <= '9';
+        if (digits) return true;
+    }
+    return false;
+}
+
+// Moves the finished set from the staging folder into out_dir and deletes shards of an earlier run
+// that the new set does not replace. Returns the final paths.
+inline std::vector<std::string> shard_staging_commit(const ShardSpec& final_spec, const std::vector<std::string>& staged) {
+    std::vector<std::string> keep, out;
+    for (const std::string& p : staged) keep.push_back(p.substr(p.rfind('/') + 1));
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(final_spec.out_dir, ec)) {
+        const std::string file = entry.path().filename().string();
+        if (!is_shard_of_set(file, final_spec.name) || std::find(keep.begin(), keep.end(), file) != keep.end()) continue;
+        fprintf(stderr, "note: deleting '%s', a shard of an earlier run that the new set does not replace\n",
+                entry.path().c_str());
+        if (unlink(entry.path().c_str()) != 0) fatal("cannot delete old shard '%s': %s", entry.path().c_str(), strerror(errno));
+    }
+    for (size_t i = 0; i < staged.size(); i++) {
+        const std::string dst = final_spec.out_dir + "/" + keep[i];
+        if (rename(staged[i].c_str(), dst.c_str()) != 0) {
+            fatal("cannot move '%s' to '%s': %s", staged[i].c_str(), dst.c_str(), strerror(errno));
+        }
+        out.push_back(dst);
+    }
+    shard_staging_cleanup_();
+    return out;
+}
+
 // The whole shard preparation: checks inputs and the output directory, tokenizes, writes shards.
 inline PrepareStats prepare_shards(const Gpt2Bpe* bpe, const PrepareOptions& opt_in) {
     PrepareOptions opt = opt_in;
@@ -355,8 +433,10 @@ inline PrepareStats prepare_shards(const Gpt2Bpe* bpe, const PrepareOptions& opt
                     (unsigned long long)counted.tokens);
         }
     }
+    ShardSpec staged_spec = opt.shards;
+    staged_spec.out_dir = shard_staging_begin(opt.shards);
     ShardWriter writer;
-    shard_writer_init(&writer, opt.shards);
+    shard_writer_init(&writer, staged_spec);
     PrepareStats stats = tokenize_documents(encoders, opt, "tokenizing",
                                             [&](const uint32_t* ids, size_t n) { shard_writer_add(&writer, ids, n); });
     for (Gpt2Encoder& e : encoders) gpt2_encoder_free(&e);
@@ -365,7 +445,7 @@ inline PrepareStats prepare_shards(const Gpt2Bpe* bpe, const PrepareOptions& opt
               opt.inputs.size() == 1 ? "" : "s");
     }
     shard_writer_finish(&writer);
-    stats.shards = writer.written;
+    stats.shards = shard_staging_commit(opt.shards, writer.written);
     if (writer.index == 1 && opt.shards.val_tokens != 0) {
         fprintf(stderr, "warning: all %llu tokens went into the val shard and no train shard was written; "
                         "use --val-tokens, --val-fraction or a smaller --shard-size\n", (unsigned long long)stats.tokens);
@@ -417,28 +497,33 @@ inline EvalStats prepare_eval_file(const Gpt2Bpe* bpe, const std::string& in, co
         }
         if (label < 0 || label > 3) fatal("'%s' line %zu: \"label\" must be 0..3", in.c_str(), line_number);
 
-        size_t begin = stream.size();
-        stream.push_back(65535);   // example delimiter
-        stream.push_back(0);       // example bytes, filled below
-        push_u16(stats.examples, "example index");
-        stream.push_back((uint16_t)label);
-        stream.push_back(4);
-        std::string ctx = j["ctx"].get<std::string>();
-        ids.clear();
-        gpt2_encode(&enc, ctx.data(), ctx.size(), &ids);
-        push_u16(ids.size(), "context length");
-        for (uint32_t id : ids) stream.push_back((uint16_t)id);
-        for (const nlohmann::json& e : endings) {
-            if (!e.is_string()) fatal("'%s' line %zu: \"endings\" must be an array of 4 strings", in.c_str(), line_number);
-            std::string ending = " " + e.get<std::string>();
+        EvalExample ex;
+        ex.label = (int)label;
+        auto encode_u16 = [&](const std::string& text, std::vector<uint16_t>* out) {
             ids.clear();
-            gpt2_encode(&enc, ending.data(), ending.size(), &ids);
-            push_u16(ids.size(), "ending length");
-            for (uint32_t id : ids) stream.push_back((uint16_t)id);
+            gpt2_encode(&enc, text.data(), text.size(), &ids);
+            for (uint32_t id : ids) out->push_back(id < 65535 ? (uint16_t)id : (uint16_t)65535);
+        };
+        encode_u16(j["ctx"].get<std::string>(), &ex.context);
+        for (size_t c = 0; c < endings.size(); c++) {
+            if (!endings[c].is_string()) fatal("'%s' line %zu: \"endings\" must be an array of 4 strings", in.c_str(), line_number);
+            encode_u16(" " + endings[c].get<std::string>(), &ex.completions[c]);
         }
-        size_t bytes = (stream.size() - begin) * sizeof(uint16_t);
-        if (bytes >= 65535) fatal("'%s' line %zu: example of %zu bytes is too long for the eval file", in.c_str(), line_number, bytes);
-        stream[begin + 1] = (uint16_t)bytes;
+        // the rules the eval loader applies when it reads the file
+        const std::string problem = eval_example_problem(ex);
+        if (!problem.empty()) fatal("'%s' line %zu: the example %s: not written", in.c_str(), line_number, problem.c_str());
+        const size_t bytes = eval_example_bytes(ex);
+        stream.push_back(65535);  // example delimiter
+        push_u16(bytes, "example bytes");
+        push_u16(stats.examples, "example index");
+        push_u16((uint64_t)ex.label, "label");
+        push_u16(EVAL_NUM_COMPLETIONS, "completion count");
+        push_u16(ex.context.size(), "context length");
+        stream.insert(stream.end(), ex.context.begin(), ex.context.end());
+        for (const std::vector<uint16_t>& comp : ex.completions) {
+            push_u16(comp.size(), "ending length");
+            stream.insert(stream.end(), comp.begin(), comp.end());
+        }
         stats.longest_bytes = std::max(stats.longest_bytes, bytes);
         stats.examples++;
     }

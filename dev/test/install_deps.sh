@@ -3,7 +3,8 @@
 # Idempotent: skips what is already there.
 set -eu
 need_apt=()
-for pkg in libpcre2-dev nlohmann-json3-dev libgtest-dev libopenmpi-dev openmpi-bin; do
+# clang + libclang-rt-dev: libFuzzer and the sanitizer runtimes for dev/test/fuzz_check.sh
+for pkg in libpcre2-dev nlohmann-json3-dev libgtest-dev libopenmpi-dev openmpi-bin clang libclang-rt-dev; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -80,6 +80,31 @@ expect_fail trainer-bad-flag "unknown flag -zz" ./train_gpt2cu -zz 1
 expect_fail trainer-bad-int "expects an integer" ./train_gpt2cu -b abc
 expect_fail trainer-bad-range "flag -ma must be in \[0, 1\], got 2" ./train_gpt2cu -ma 2
 expect_fail trainer-no-data "matches no files" ./train_gpt2cu -i /nonexistent/shard_*.bin
+# every input and flag is checked before the first CUDA call (issue 21): each bad one gets its own
+# message here, on a machine without a GPU, instead of a CUDA error
+bad=$(cd "$LOG_DIR" && pwd)/bad-inputs
+rm -rf "$bad" && python3 dev/test/make_bad_inputs.py "$bad"
+tr_ok=(./train_gpt2cu -e d1 -b 4 -t 64 -i "$bad/good_train_*.bin" -j "$bad/good_val_*.bin")
+expect_fail trainer-valid-inputs-no-gpu "no CUDA GPU found" "${tr_ok[@]}"
+expect_fail trainer-shard-bad-magic "magic.bin' has bad magic" "${tr_ok[@]}" -i "$bad/magic.bin"
+expect_fail trainer-shard-header-lies "lies.bin' is 9216 bytes but its header says 5000 tokens" "${tr_ok[@]}" -i "$bad/lies.bin"
+expect_fail trainer-shard-bad-id "-i: token shard '.*badid.bin' has token id 50300 at position 3000" "${tr_ok[@]}" -i "$bad/badid.bin"
+expect_fail trainer-val-shard-bad-id "-j: token shard '.*badid.bin' has token id 50300" "${tr_ok[@]}" -j "$bad/badid.bin"
+expect_fail trainer-d-not-divisible "-d 100 is not divisible by B\*T\*processes" "${tr_ok[@]}" -d 100
+expect_fail trainer-d-negative "flag -d must be a positive number of tokens" "${tr_ok[@]}" -d -5
+expect_fail trainer-bad-schedule "unknown learning rate schedule 'bogus'" "${tr_ok[@]}" -k bogus
+expect_fail trainer-eval-b3 "-h 1 needs -b to be a multiple of 4" "${tr_ok[@]}" -h 1 -b 3
+expect_fail trainer-output-not-writable "-o: cannot write files in '/proc'" "${tr_ok[@]}" -o /proc
+expect_fail trainer-bad-checkpoint "model_trunc.bin' has 6671222 bytes but its header" "${tr_ok[@]}" -e "$bad/model_trunc.bin"
+expect_fail trainer-bad-run-state "state_00000010_00000.bin' is truncated" "${tr_ok[@]}" -y 1 -o "$bad/resume"
+expect_fail trainer-overfit-shuffle "-a 1 .* cannot shuffle" "${tr_ok[@]}" -a 1 -sh 1
+expect_fail trainer-bad-eval-file "eval file 'dev/data/hellaswag/hellaswag_val.bin' has bad magic" \
+    bash -c 'cd "$1/cwd" && "$2" -e d1 -b 4 -t 64 -i "$1/good_train_*.bin" -j "$1/good_val_*.bin" -h 1' _ "$bad" "$REPO/train_gpt2cu"
+expect_fail trainer-bad-tokenizer "'gpt2_tokenizer.bin' is not a tokenizer file" \
+    bash -c 'cd "$1/cwd" && "$2" -e d1 -b 4 -t 64 -i "$1/good_train_*.bin" -j "$1/good_val_*.bin"' _ "$bad" "$REPO/train_gpt2cu"
+expect_fail trainer-resume-removes-tmp "removed '.*state_00000020_00000.bin.tmp', left by an interrupted checkpoint" \
+    "${tr_ok[@]}" -y 1 -o "$bad/leftover"
+run trainer-resume-tmp-gone bash -c "[ -z \"\$(ls '$bad/leftover')\" ]"
 # the README's main job: prepares Tiny Shakespeare, then stops with a clear message (no GPU here)
 expect_fail quickstart-without-gpu "no NVIDIA GPU found" bash scripts/quickstart.sh
 run quickstart-prepared-data test -s dev/data/tinyshakespeare/tiny_shakespeare_train.bin -a -s gpt2_tokenizer.bin

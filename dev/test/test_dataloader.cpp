@@ -337,3 +337,58 @@ TEST(DataLoader, SetStateFollowsTheSavedPermutations) {
     dataloader_free(&dl);
     dataloader_free(&r);
 }
+
+// Issue 21 point 1: the start-up scan finds a bad id anywhere in any shard (here in the last window
+// of the second shard, which no batch of a short run would reach) before any batch is read.
+TEST(DataLoaderErrors, CheckTokensFindsABadIdAnywhereBeforeTraining) {
+    std::string dir = make_temp_dir();
+    write_shard(dir + "/t_000000.bin", shard_tokens(0, 100));
+    std::vector<uint16_t> t = shard_tokens(1, 300);
+    t[297] = 60000;
+    write_shard(dir + "/t_000001.bin", t);
+    DataLoader dl;
+    dataloader_init(&dl, (dir + "/t_*.bin").c_str(), "-i", 2, 4, 0, 1, false, 0);
+    EXPECT_EXIT(dataloader_check_tokens(&dl, "-i", 50257), ::testing::ExitedWithCode(1),
+                "-i: token shard '.*t_000001.bin' has token id 60000 at position 297.*must be < 50257");
+    // a model with a smaller vocabulary: ids valid for GPT-2 are not valid for it
+    write_shard(dir + "/t_000001.bin", shard_tokens(1, 300));
+    EXPECT_EXIT(dataloader_check_tokens(&dl, "-j", 10050), ::testing::ExitedWithCode(1),
+                "-j: token shard '.*t_000001.bin' has token id 10050 at position 50");
+    dataloader_check_tokens(&dl, "-i", 50257);  // all valid: returns
+    dataloader_free(&dl);
+}
+
+// Issue 21 point 6: num_processes*B*T overflowing size_t used to divide by zero.
+TEST(DataLoaderErrors, HugeBatchGeometryIsRefusedNotDividedByZero) {
+    std::string dir = make_dataset();
+    DataLoader dl;
+    const std::string p = dir + "/train_*.bin";
+    EXPECT_EXIT(dataloader_init(&dl, p.c_str(), "-i", (size_t)1 << 32, (size_t)1 << 32, 0, 1, false, 0),
+                ::testing::ExitedWithCode(1), "num_processes\\*B\\*T = 1\\*4294967296\\*4294967296 is too large");
+}
+
+// Issue 21 point 8: with -a 1 each step restarts the data, as llm.c: micro-step k of every step reads
+// window k (not window 0 for every micro-step, and not windows accum.. of later steps).
+TEST(DataLoader, OverfitSingleBatchReadsWindowsZeroToAccumEveryStep) {
+    std::string dir = make_dataset();
+    DataLoader dl;
+    dataloader_init(&dl, (dir + "/train_*.bin").c_str(), "-i", 2, 4, 0, 1, false, 0);
+    const int accum = 3;
+    std::vector<std::vector<int>> first;
+    for (int step = 0; step < 4; step++) {
+        dataloader_begin_step(&dl, true);
+        for (int micro = 0; micro < accum; micro++) {
+            std::vector<int> in = next_inputs(&dl);
+            ASSERT_EQ(in[0], micro * 8) << "step " << step << " micro " << micro;  // window micro of shard 0
+            if (step == 0) first.push_back(in);
+            else ASSERT_EQ(in, first[micro]);
+        }
+    }
+    // without -a 1 the data continues: the second step starts at window accum
+    dataloader_reset(&dl);
+    for (int step = 0; step < 2; step++) {
+        dataloader_begin_step(&dl, false);
+        for (int micro = 0; micro < accum; micro++) ASSERT_EQ(next_inputs(&dl)[0], (step * accum + micro) * 8);
+    }
+    dataloader_free(&dl);
+}

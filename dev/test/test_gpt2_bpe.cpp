@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <pcre2.h>
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <random>
 #include <unistd.h>
 
@@ -306,4 +309,37 @@ TEST(TokenizerBin, MissingFileWarnsAndBadFilesFail) {
     EXPECT_EXIT(tokenizer_init(&tok, p2.c_str()), testing::ExitedWithCode(1), "version.bin' has tokenizer version 7");
     EXPECT_EXIT(tokenizer_init(&tok, p3.c_str()), testing::ExitedWithCode(1), "short.bin' is truncated");
     EXPECT_EXIT(tokenizer_init(&tok, p4.c_str()), testing::ExitedWithCode(1), "long.bin' has bytes after");
+}
+
+// Issue 21 point 5: the vocabulary download runs curl with an argument vector. A folder named like a
+// shell command substitution is created as named and passed to curl as one argument; nothing in it runs.
+// A stand-in curl (first in PATH) records its arguments and writes the -o file.
+TEST(Gpt2Bpe, DownloadRunsNoShell) {
+    TempDir tmp("test_gpt2_bpe");
+    const std::string bin = tmp.path + "/bin";
+    ASSERT_EQ(mkdir(bin.c_str(), 0755), 0);
+    const std::string log = tmp.path + "/curl_args.txt";
+    write_file(bin + "/curl",
+               "#!/bin/sh\n"
+               "for a in \"$@\"; do printf '%s\\n' \"$a\" >> '" + log + "'; done\n"
+               "while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then echo '{}' > \"$2\"; fi; shift; done\n");
+    ASSERT_EQ(chmod((bin + "/curl").c_str(), 0755), 0);
+    const std::string old_path = getenv("PATH") ? getenv("PATH") : "";
+    setenv("PATH", (bin + ":" + old_path).c_str(), 1);
+    const std::string marker = tmp.path + "/pwned";
+    const std::string dir = tmp.path + "/b'$(touch " + marker + ")'/gpt2";
+    const std::string url = "https://example.invalid/x'$(touch " + marker + ")'/";
+    const bool ok = gpt2_vocab_download(dir, url.c_str());
+    setenv("PATH", old_path.c_str(), 1);
+    EXPECT_TRUE(ok);
+    EXPECT_FALSE(std::filesystem::exists(marker)) << "a shell ran part of the folder name or URL";
+    EXPECT_EQ(read_file(dir + "/encoder.json"), "{}\n");
+    EXPECT_EQ(read_file(dir + "/vocab.bpe"), "{}\n");
+    const std::string args = read_file(log);
+    EXPECT_NE(args.find("-o\n" + dir + "/encoder.json.tmp\n"), std::string::npos) << args;
+    EXPECT_NE(args.find("\nhttps://example.invalid/x'$(touch " + marker + ")'/vocab.bpe\n"), std::string::npos) << args;
+    // curl missing: false, nothing thrown
+    setenv("PATH", tmp.path.c_str(), 1);
+    EXPECT_FALSE(gpt2_vocab_download(tmp.path + "/other", "https://example.invalid/"));
+    setenv("PATH", old_path.c_str(), 1);
 }

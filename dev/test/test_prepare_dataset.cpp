@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "dev/data/prepare_dataset.h"
 #include "test_util.h"
 #include "test_vocab.h"
@@ -245,6 +248,60 @@ TEST(Shards, TempThenRename) {
     EXPECT_EQ(read_file(dir_in_the_way + ".tmp").size(), 1024u + 6u);
 }
 
+std::vector<std::string> list_files(const std::string& dir) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// Issue 21 point 2: a run that fails after several shards are complete leaves no shard, no *.tmp and no
+// staging folder (it used to leave the finished shards under their final names).
+TEST(Shards, FailureLateInTheRunLeavesNothing) {
+    REQUIRE_VOCAB();
+    TempDir tmp("test_prepare_dataset");
+    std::string lines;
+    for (int i = 0; i < 200; i++) lines += "{\"text\": \"document number " + std::to_string(i) + " with a few words\"}\n";
+    lines += "{\"body\": \"no text\"}\n";
+    PrepareOptions opt = options_for(tmp, {tmp.write("late.jsonl", lines)});
+    opt.shards.shard_tokens = 50;
+    opt.shards.val_tokens = 50;
+    opt.batch_bytes = 512;  // many batches: shards are finished long before the bad line
+    EXPECT_EXIT(prepare_shards(bpe(), opt), testing::ExitedWithCode(1), "late.jsonl' line 201 has no string field");
+    EXPECT_EQ(list_files(tmp.path + "/out"), std::vector<std::string>{});
+}
+
+// Issue 21 point 2: a second, smaller run into the same folder replaces the whole set: no shard of the
+// first run stays to be picked up by a glob; a staging folder left by a killed run is deleted.
+TEST(Shards, RerunReplacesTheWholeSet) {
+    REQUIRE_VOCAB();
+    TempDir tmp("test_prepare_dataset");
+    std::string big, small;
+    for (int i = 0; i < 60; i++) big += "document number " + std::to_string(i) + " with a few words\n\n";
+    for (int i = 0; i < 5; i++) small += "short " + std::to_string(i) + "\n\n";
+    PrepareOptions opt = options_for(tmp, {tmp.write("big.txt", big)});
+    opt.separator = "\n\n";
+    opt.shards.shard_tokens = 40;
+    opt.shards.val_tokens = 40;
+    PrepareStats first = prepare_shards(bpe(), opt);
+    ASSERT_GT(first.shards.size(), 5u);
+    // an unrelated file, and what a killed run would leave
+    write_file(tmp.path + "/out/notes.txt", "mine");
+    ASSERT_EQ(mkdir((tmp.path + "/out/.t.partial").c_str(), 0755), 0);
+    write_file(tmp.path + "/out/.t.partial/t_train_000001.bin.tmp", "half");
+    opt.inputs = {tmp.write("small.txt", small)};
+    PrepareStats second = prepare_shards(bpe(), opt);
+    ASSERT_LT(second.shards.size(), first.shards.size());
+    std::vector<std::string> want = {"notes.txt"};
+    for (const std::string& p : second.shards) want.push_back(p.substr(p.rfind('/') + 1));
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(list_files(tmp.path + "/out"), want);
+    std::vector<std::string> docs;
+    for (int i = 0; i < 5; i++) docs.push_back("short " + std::to_string(i));
+    EXPECT_EQ(concat_shards(second.shards), expected_stream(docs));
+}
+
 TEST(Shards, BadInputs) {
     REQUIRE_VOCAB();
     TempDir tmp("test_prepare_dataset");
@@ -327,7 +384,30 @@ TEST(EvalFile, BadInputs) {
     EXPECT_EXIT(prepare_eval_file(bpe(), noctx, out), testing::ExitedWithCode(1), "line 2 has no string field \"ctx\"");
     std::string empty = tmp.write("empty.jsonl", "");
     EXPECT_EXIT(prepare_eval_file(bpe(), empty, out), testing::ExitedWithCode(1), "holds no examples");
+    // issue 21 point 3: an empty context used to be written, and then refused by the eval loader
+    std::string emptyctx = tmp.write("emptyctx.jsonl", "{\"ctx\": \"x\", \"endings\": [\"a\", \"b\", \"c\", \"d\"], \"label\": 1}\n"
+                                                     "{\"ctx\": \"\", \"endings\": [\"a\", \"b\", \"c\", \"d\"], \"label\": 0}\n");
+    EXPECT_EXIT(prepare_eval_file(bpe(), emptyctx, out), testing::ExitedWithCode(1),
+                "emptyctx.jsonl' line 2: the example has an empty context: not written");
     EXPECT_FALSE(exists(out));
+}
+
+// What the writer writes, the eval loader reads (one set of rules: llmc/eval_loader.h).
+TEST(EvalFile, WriterOutputPassesTheLoader) {
+    REQUIRE_VOCAB();
+    TempDir tmp("test_prepare_dataset");
+    std::string out = tmp.path + "/e.bin";
+    std::string in = tmp.write("in.jsonl", "{\"ctx\": \" \", \"endings\": [\"\", \"b\", \"c c\", \"d\"], \"label\": 3}\n"
+                                           "{\"ctx\": \"A man\", \"endings\": [\"runs\", \"b\", \"\u00e9\", \"d\"], \"label\": \"2\"}\n");
+    EvalStats st = prepare_eval_file(bpe(), in, out);
+    EXPECT_EQ(st.examples, 2u);
+    EvalLoader el;
+    eval_loader_init(&el, out.c_str(), 4, 64, 0, 1);
+    ASSERT_EQ(el.examples.size(), 2u);
+    EXPECT_EQ(el.examples[0].label, 3);
+    EXPECT_EQ(el.examples[1].label, 2);
+    EXPECT_EQ(eval_example_problem(el.examples[1]), "");
+    eval_loader_free(&el);
 }
 
 // ----------------------------------------------------------------------------

@@ -392,3 +392,107 @@ TEST(Checkpoint, PruneNeverLeavesAResumableHalfDeletedCheckpoint) {
     EXPECT_TRUE(exists(ckpt_state_path(dir.path, 100, 0)));
     EXPECT_EQ(ckpt_find_latest(dir.path), 200);
 }
+
+// Issue 21 point 4: the checksum covers the header, so a changed step, RNG state, data position or
+// epoch is refused, and zeroing slot 6 does not switch the check off.
+TEST(RunStateErrors, ChangedHeaderSlotsAreCaughtAndTheChecksumCannotBeSwitchedOff) {
+    TempDir dir("test_run_state");
+    std::string path = dir.path + "/state.bin";
+    RunState rs = sample_state(true);
+    Opt a(64);
+    run_state_write(path, rs, a.body());
+    const std::vector<uint8_t> good = read_bytes(path);
+    Opt b(64);
+    const std::string p = dir.path + "/changed.bin";
+    for (int slot : {10, 20, 21, 22, 30, 32, 34}) {
+        std::vector<uint8_t> m = good;
+        m[4 * slot] ^= 0x01;
+        write_file(p, m);
+        EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1),
+                    "changed.bin' is corrupted: checksum mismatch")
+            << "slot " << slot;
+    }
+    std::vector<uint8_t> m = good;
+    m[4 * 6] = 0;  // checksum "off", our other slots still set
+    write_file(p, m);
+    EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1),
+                "changed.bin' is corrupted: it has gpt2cu's header slot 7 set .* but no checksum");
+    m = good;
+    m[4 * 6] = 1;  // an earlier build's format (body-only checksum)
+    write_file(p, m);
+    EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1),
+                "written by an earlier gpt2cu build \\(checksum format 1.*start fresh");
+    m = good;
+    m[4 * 6] = 7;
+    write_file(p, m);
+    EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1), "unknown checksum format");
+}
+
+// A file as llm.c writes it (no checksum, none of our slots) reads, but says it is unverified.
+TEST(RunState, FileWithoutChecksumReadsWithAWarning) {
+    TempDir dir("test_run_state");
+    std::string path = dir.path + "/state.bin";
+    RunState rs = sample_state(false);
+    rs.has_outliers = false;
+    rs.loader.epoch = 0;
+    Opt a(32);
+    run_state_write(path, rs, a.body());
+    std::vector<uint8_t> bytes = read_bytes(path);
+    int32_t* h = (int32_t*)bytes.data();
+    h[6] = 0;
+    for (int slot : {40, 41, 42, 43}) h[slot] = 0;
+    write_file(path, bytes);
+    Opt b(32, 9.0f);
+    ::testing::internal::CaptureStderr();
+    RunState got = run_state_read(path, b.body(), 4, 2);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("has no checksum"), std::string::npos) << err;
+    EXPECT_NE(err.find("unverified"), std::string::npos) << err;
+    EXPECT_EQ(got.step, 1234);
+    EXPECT_EQ(b.m, a.m);
+    EXPECT_EQ(b.master, a.master);
+}
+
+// Issue 21 point 6: a shuffled state with an empty window order (corrupt) must not memcpy from null.
+TEST(RunState, EmptyPermutationReadsWithoutUndefinedBehaviour) {
+    TempDir dir("test_run_state");
+    std::string path = dir.path + "/state.bin";
+    RunState rs = sample_state(true);
+    rs.loader.sample_order.clear();
+    Opt a(16);
+    run_state_write(path, rs, a.body());
+    Opt b(16);
+    RunState got = run_state_read(path, b.body(), 4, 2);
+    EXPECT_TRUE(got.loader.sample_order.empty());
+    EXPECT_EQ(got.loader.shard_order, rs.loader.shard_order);
+}
+
+// Issue 21 point 7: resume deletes what an interrupted checkpoint left, each rank its own files.
+TEST(Checkpoint, RemoveLeftoversDeletesOnlyTmpFilesOfCheckpoints) {
+    TempDir dir("test_run_state");
+    const std::string d = dir.path;
+    for (const char* name : {"model_00000040.bin", "state_00000040_00000.bin", "state_00000040_00001.bin", "DONE_00000040",
+                             "model_00000060.bin.tmp", "state_00000060_00000.bin.tmp", "state_00000060_00001.bin.tmp",
+                             "DONE_00000060.tmp", "main.log", "notes.tmp", "model_x.bin.tmp"}) {
+        touch(d + "/" + name);
+    }
+    std::vector<std::string> r1 = ckpt_remove_leftovers(d, 1);
+    ASSERT_EQ(r1.size(), 1u);
+    EXPECT_EQ(r1[0], d + "/state_00000060_00001.bin.tmp");
+    std::vector<std::string> r0 = ckpt_remove_leftovers(d, 0);
+    EXPECT_EQ(r0, (std::vector<std::string>{d + "/DONE_00000060.tmp", d + "/model_00000060.bin.tmp",
+                                            d + "/state_00000060_00000.bin.tmp"}));
+    EXPECT_EQ(list_dir(d), (std::set<std::string>{"model_00000040.bin", "state_00000040_00000.bin",
+                                                  "state_00000040_00001.bin", "DONE_00000040", "main.log",
+                                                  "notes.tmp", "model_x.bin.tmp"}));
+    EXPECT_EQ(ckpt_find_latest(d), 40);
+}
+
+// Issue 21 point 1: an output folder that exists but takes no files is found at start-up.
+TEST(Checkpoint, CheckWritableRefusesAFolderThatTakesNoFiles) {
+    TempDir dir("test_run_state");
+    ckpt_check_writable(dir.path);  // fine, and leaves nothing behind
+    EXPECT_TRUE(list_dir(dir.path).empty());
+    // /proc exists and is a directory, but no one (root included) can create files in it
+    EXPECT_EXIT(ckpt_check_writable("/proc"), ::testing::ExitedWithCode(1), "-o: cannot write files in '/proc'");
+}

@@ -65,7 +65,7 @@ std::vector<Byte> read_bytes(const std::string& path) {
 
 inline void write_file(const std::string& path, const void* data, size_t n) {
     FILE* fp = fopen(path.c_str(), "wb");
-    bool ok = fp != nullptr && fwrite(data, 1, n, fp) == n;
+    bool ok = fp != nullptr && (n == 0 || fwrite(data, 1, n, fp) == n);  // data may be null when n == 0
     if (fp != nullptr && fclose(fp) != 0) ok = false;
     if (!ok) {
         perror(("write_file: " + path).c_str());

@@ -1,0 +1,16 @@
+// libFuzzer harness: token shard reader (llmc/dataloader.h): init, the start-up token scan, batches.
+#include "dev/fuzz/fuzz_common.h"
+#include "llmc/dataloader.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const char* path = fuzz_write_input(data, size);
+    DataLoader dl;
+    try {
+        dataloader_init(&dl, path, "-i", 2, 4, 0, 1, size % 2 == 1, 7);
+        dataloader_check_tokens(&dl, "-i", 50257);
+        for (int i = 0; i < 5; i++) dataloader_next_batch(&dl);
+    } catch (const FatalError&) {
+    }
+    dataloader_free(&dl);
+    return 0;
+}
