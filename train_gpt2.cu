@@ -487,6 +487,9 @@ static void setup(Trainer& tr) {
         mc = info.cfg;
     }
     if (c.T > mc.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", c.T, mc.max_seq_len);
+    const std::string problem = gpt2_config_problem(mc);
+    if (!problem.empty()) fatal("-e %s: bad model configuration: %s", c.init.c_str(), problem.c_str());
+    attention_check_shape(mc.channels, mc.num_heads);  // the one shape limit of the kernels (head size 64)
     // -a 1 trains on the start of the val data, as llm.c does (val is the small split)
     const std::string& train_pattern = c.overfit_single_batch ? c.val_pattern : c.train_pattern;
     const char* train_flag = c.overfit_single_batch ? "-j (trained on with -a 1)" : "-i";

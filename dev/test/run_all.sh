@@ -80,6 +80,8 @@ expect_fail trainer-bad-flag "unknown flag -zz" ./train_gpt2cu -zz 1
 expect_fail trainer-bad-int "expects an integer" ./train_gpt2cu -b abc
 expect_fail trainer-bad-range "flag -ma must be in \[0, 1\], got 2" ./train_gpt2cu -ma 2
 expect_fail trainer-no-data "matches no files" ./train_gpt2cu -i /nonexistent/shard_*.bin
+expect_fail trainer-bad-descriptor "unknown model descriptor; valid: d6, d12, d24, d36, d48" ./train_gpt2cu -e d13
+expect_fail trainer-head-size "head size C/NH = 96/3 is not 64" ./train_gpt2cu -e custom:L2,C96,NH3
 # every input and flag is checked before the first CUDA call (issue 21): each bad one gets its own
 # message here, on a machine without a GPU, instead of a CUDA error
 bad=$(cd "$LOG_DIR" && pwd)/bad-inputs
