@@ -16,8 +16,8 @@
  *          by mpirun with more than one) stop with a message pointing at -pi tcp / -pi fs.
  *   "tcp"/"fs": rank and size from -pr/-pn; local GPU = rank % gpus_per_node (ranks numbered node by
  *          node, as srun's default block distribution does). The id goes through
- *          llmc/nccl_id_exchange.h (port default NCCL_ID_DEFAULT_PORT; fs run tag from the
- *          environment, e.g. $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
+ *          llmc/nccl_id_exchange.h (port default NCCL_ID_DEFAULT_PORT; the run tag, which keeps jobs
+ *          apart in both the tcp hello and the fs file names, from the environment, e.g. $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
  *   Then cudaSetDevice(local), ncclCommInitRank, a non-blocking nccl_stream and an event without timing.
  *   NVLink SHARP / multicast (NVLS) is never used: NCCL_NVLS_ENABLE is forced to 0 before NCCL starts.
  *   The trainer must link llmc/nccl_id_exchange.cpp when MULTI_GPU is defined.
@@ -236,7 +236,7 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
             uint8_t* blob = reinterpret_cast<uint8_t*>(&id);
             double timeout_s = multi_gpu_id_timeout_s_();
             if (strcmp(init_method, "tcp") == 0) {
-                id_exchange_tcp(blob, process_rank, num_processes, server_ip, port, timeout_s);
+                id_exchange_tcp(blob, process_rank, num_processes, server_ip, port, timeout_s, nullptr);
             } else {
                 id_exchange_fs(blob, process_rank, num_processes, fs_path, timeout_s, nullptr);
             }
