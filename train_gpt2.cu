@@ -19,6 +19,7 @@
 #include "llmc/logger.h"
 #include "llmc/mfu.h"
 #include "llmc/outlier_detector.h"
+#include "llmc/rank_agreement.h"
 #include "llmc/run_state.h"
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
@@ -343,13 +344,21 @@ static void save_checkpoint(Trainer& tr, int step) {
     }
 }
 
-// Loads the newest complete checkpoint of -o; returns its step (0 when there is none).
+// Loads the newest complete checkpoint of -o in rank 0's view, on every rank (see llmc/rank_agreement.h);
+// returns its step (0 when there is none).
 static int load_checkpoint(Trainer& tr) {
     const std::string& dir = tr.cfg.output_dir;
-    const int step = ckpt_find_latest(dir);
+    const int step = multi_gpu_broadcast_int(is_rank0(tr) ? resume_choose_step(dir) : 0, &tr.mp);
     if (step < 0) {
         if (is_rank0(tr)) printf("resume: no complete checkpoint in %s, starting fresh\n", dir.c_str());
         return 0;
+    }
+    const std::vector<std::string> missing = resume_missing_files(dir, step, tr.mp.process_rank);
+    if (!missing.empty()) fprintf(stderr, "%s\n", resume_missing_message(missing, step, tr.mp.process_rank).c_str());
+    const int ranks_missing = (int)multi_gpu_cpu_float_sum(missing.empty() ? 0.0f : 1.0f, &tr.mp);
+    if (ranks_missing > 0) {
+        fatal("resume from step %d of %s: %d of %d ranks miss files of that step (named above); every rank stops",
+              step, dir.c_str(), ranks_missing, tr.mp.num_processes);
     }
     const std::string model_path = ckpt_model_path(dir, step);
     const ModelFileInfo info = model_file_read_header(model_path.c_str());
@@ -592,16 +601,22 @@ int main(int argc, char** argv) {
         model.timer = &phase_timer;
     }
 
+    // Leaving the loop is agreed by all ranks through the step's vote (llmc/rank_agreement.h): a rank
+    // that left alone would pair its checkpoint barrier with the others' gradient reduces. One process
+    // without NCCL also stops on its own flag at once (a signal during val / sampling: no extra step).
+    int stop_requests = 0;
     for (int step = tr.start_step; step <= tr.train_num_batches; step++) {
         const bool last_step = step == tr.train_num_batches;
-        const bool stop_now = g_stop_signal != 0;  // a signal during the last step: save and leave
+        if (!tr.mp.use_nccl && g_stop_signal != 0) stop_requests = std::max(stop_requests, 1);
+        const bool stop_now = stop_requests > 0;  // a signal during the last step: save and leave
         if (!stop_now) evaluate_and_sample(tr, step, last_step);
         if (!c.output_dir.empty() && step > tr.start_step &&
             ((c.checkpoint_every > 0 && step % c.checkpoint_every == 0) || last_step || stop_now)) {
             save_checkpoint(tr, step);
         }
         if (stop_now) {
-            if (is_rank0(tr)) printf("stopping on signal %d after step %d%s\n", (int)g_stop_signal, step,
+            if (is_rank0(tr)) printf("stopping after step %d: SIGINT/SIGTERM reached %d of %d processes%s\n", step,
+                                     stop_requests, tr.mp.num_processes,
                                      c.output_dir.empty() ? " (no -o, nothing saved)" : "");
             break;
         }
@@ -618,7 +633,16 @@ int main(int argc, char** argv) {
         }
         gpt2_reduce_gradients(&model);
         const float local_loss = (float)(gpt2_losses_sum(&model, c.B, c.T) / ((double)c.B * c.T * tr.grad_accum));
-        const float loss = multi_gpu_cpu_float_sum(local_loss, &tr.mp) / tr.mp.num_processes;
+        float vote[STEP_VOTE_SLOTS];
+        step_vote_pack({local_loss, g_stop_signal != 0, step + 1 == tr.train_num_batches}, vote);
+        multi_gpu_cpu_float_sums(vote, STEP_VOTE_SLOTS, &tr.mp);
+        const StepDecision decision = step_vote_decide(vote, tr.mp.num_processes);
+        if (decision.last_disagree) {
+            fatal("step %d: %d of %d ranks have step %d as their last (-x, or the data's windows per rank, differ)",
+                  step + 1, decision.last_votes, tr.mp.num_processes, step + 2);
+        }
+        stop_requests = decision.stop_requests;
+        const float loss = decision.loss;
         const float norm = gpt2_grad_norm(&model);
         if (!std::isfinite(loss) || !std::isfinite(norm)) {
             fatal("step %d: the loss (%f) or gradient norm (%f) is not finite; stopping instead of training on "

@@ -37,7 +37,9 @@
  *   multi_gpu_all_reduce_f32(buf, n, op, cfg, stream): buf[0, n) = sum or mean over ranks, queued on
  *     `stream` itself (for the loss and the ZeRO-1 partial grad norm).
  * Host side (blocking): multi_gpu_barrier (all ranks reach it, and the device is idle),
- *   multi_gpu_cpu_float_sum (sum of one float over ranks: val loss, eval counts).
+ *   multi_gpu_cpu_float_sum (sum of one float over ranks: val loss, eval counts),
+ *   multi_gpu_cpu_float_sums (values[0, n) summed in place, n <= MULTI_GPU_HOST_SLOTS: the step's vote),
+ *   multi_gpu_broadcast_int (rank 0's value to every rank: the resume step).
  */
 #pragma once
 
@@ -63,6 +65,8 @@
 #endif
 #endif
 
+constexpr int MULTI_GPU_HOST_SLOTS = 8;  // floats in unified_buffer: the most one host-side collective moves
+
 // Generous: on big clusters ranks can start minutes apart (container pulls, slow shared filesystems).
 constexpr double MULTI_GPU_ID_TIMEOUT_S = 600.0;
 
@@ -76,7 +80,7 @@ struct MultiGpuConfig {
     ncclComm_t nccl_comm;            // null unless use_nccl
     cudaStream_t nccl_stream;        // all gradient / parameter collectives run here
     cudaEvent_t compute_nccl_sync;   // orders nccl_stream against the compute stream (both ways)
-    float* unified_buffer;           // one device float for barrier and cpu_float_sum (host never touches it)
+    float* unified_buffer;           // MULTI_GPU_HOST_SLOTS device floats for the host-side collectives
 #endif
 };
 
@@ -254,7 +258,7 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
         ncclCheck(ncclCommInitRank(&cfg.nccl_comm, cfg.num_processes, id, cfg.process_rank));
         cudaCheck(cudaStreamCreateWithFlags(&cfg.nccl_stream, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&cfg.compute_nccl_sync, cudaEventDisableTiming));
-        cudaCheck(cudaMalloc(&cfg.unified_buffer, sizeof(float)));
+        cudaCheck(cudaMalloc(&cfg.unified_buffer, MULTI_GPU_HOST_SLOTS * sizeof(float)));
     }
     return cfg;
 }
@@ -287,13 +291,31 @@ inline void multi_gpu_barrier(const MultiGpuConfig* cfg) {
     cudaCheck(cudaDeviceSynchronize());
 }
 
+// values[0, n) = their sums over all ranks (blocking; for a few host-side numbers per step).
+inline void multi_gpu_cpu_float_sums(float* values, int n, MultiGpuConfig* cfg) {
+    if (n < 1 || n > MULTI_GPU_HOST_SLOTS) fatal("multi_gpu_cpu_float_sums: n = %d outside 1..%d", n, MULTI_GPU_HOST_SLOTS);
+    if (!cfg->use_nccl) return;
+    float* buf = cfg->unified_buffer;
+    cudaCheck(cudaMemcpyAsync(buf, values, n * sizeof(float), cudaMemcpyHostToDevice, cfg->nccl_stream));
+    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cfg->nccl_comm, cfg->nccl_stream));
+    cudaCheck(cudaMemcpyAsync(values, buf, n * sizeof(float), cudaMemcpyDeviceToHost, cfg->nccl_stream));
+    cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
+}
+
 // Sum of `value` over all ranks (blocking; for rare host-side numbers such as the val loss).
 inline float multi_gpu_cpu_float_sum(float value, MultiGpuConfig* cfg) {
+    multi_gpu_cpu_float_sums(&value, 1, cfg);
+    return value;
+}
+
+// Rank 0's value, on every rank (blocking).
+inline int multi_gpu_broadcast_int(int value, MultiGpuConfig* cfg) {
     if (!cfg->use_nccl) return value;
-    float* buf = cfg->unified_buffer;
-    cudaCheck(cudaMemcpyAsync(buf, &value, sizeof(float), cudaMemcpyHostToDevice, cfg->nccl_stream));
-    ncclCheck(ncclAllReduce(buf, buf, 1, ncclFloat, ncclSum, cfg->nccl_comm, cfg->nccl_stream));
-    cudaCheck(cudaMemcpyAsync(&value, buf, sizeof(float), cudaMemcpyDeviceToHost, cfg->nccl_stream));
+    static_assert(sizeof(int) == sizeof(float), "the int travels in one slot of unified_buffer");
+    int* buf = reinterpret_cast<int*>(cfg->unified_buffer);
+    cudaCheck(cudaMemcpyAsync(buf, &value, sizeof(int), cudaMemcpyHostToDevice, cfg->nccl_stream));
+    ncclCheck(ncclBroadcast(buf, buf, 1, ncclInt32, 0, cfg->nccl_comm, cfg->nccl_stream));
+    cudaCheck(cudaMemcpyAsync(&value, buf, sizeof(int), cudaMemcpyDeviceToHost, cfg->nccl_stream));
     cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
     return value;
 }
@@ -384,7 +406,9 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
 
 inline void multi_gpu_config_free(MultiGpuConfig*) {}
 inline void multi_gpu_barrier(const MultiGpuConfig*) { cudaCheck(cudaDeviceSynchronize()); }
+inline void multi_gpu_cpu_float_sums(float*, int, MultiGpuConfig*) {}
 inline float multi_gpu_cpu_float_sum(float value, MultiGpuConfig*) { return value; }
+inline int multi_gpu_broadcast_int(int value, MultiGpuConfig*) { return value; }
 template <class T>
 void multi_gpu_async_reduce(T* const*, const size_t*, int, MultiGpuConfig*, cudaStream_t) {}
 inline void multi_gpu_wait(MultiGpuConfig*, cudaStream_t) {}
