@@ -25,16 +25,19 @@
  * Gradients (every call is asynchronous: queued on nccl_stream after the work queued so far on the
  * compute stream; call multi_gpu_wait(cfg, compute) before the compute stream reads the results):
  *   multi_gpu_async_reduce(ptrs, counts, n, cfg, compute), one ncclGroup over the n tensors:
- *     zero_stage 0: ptrs[i][0, counts[i]) = mean over ranks (ncclAllReduce, ncclAvg, in place).
- *     zero_stage 1: with s = ceil(counts[i] / P), ptrs[i][rank*s, rank*s + s) = mean over ranks of that
- *       range (ncclReduceScatter, ncclAvg, in place); the rest of ptrs[i] is left unspecified.
+ *     zero_stage 0: ptrs[i][0, counts[i]) = SUM over ranks (ncclAllReduce, ncclSum, in place).
+ *     zero_stage 1: with s = ceil(counts[i] / P), ptrs[i][rank*s, rank*s + s) = SUM over ranks of that
+ *       range (ncclReduceScatter, ncclSum, in place); the rest of ptrs[i] is left unspecified.
+ *     A sum, not ncclAvg: NCCL's average pre-multiplies by 1/P rounded to the element type, and
+ *     bf16(1/3) = 0.33398 makes P = 3 gradients 0.2% too large (also 5, 6, 7). The caller scales by
+ *     multi_gpu_mean_scale(cfg) = 1/P in fp32 where the gradient is read (the AdamW step, the norm).
  *       Each ptrs[i] must hold multi_gpu_padded_size(counts[i]) = s*P elements, with the padding
  *       [counts[i], s*P) zero and owned by no other tensor (checked among the tensors of one call).
  *       Zero padding stays zero through AdamW (m = v = 0, update 0), so the optimizer may run over the
  *       whole shard multi_gpu_get_shard(counts[i]) = {offset rank*s, size s}.
  *   multi_gpu_all_gather(ptrs, counts, n, cfg, compute) (ZeRO-1, after the update): every rank's shard
  *     of ptrs[i] is copied to all ranks (ncclAllGather in place). No-op for zero_stage 0.
- *   multi_gpu_all_reduce_f32(buf, n, op, cfg, stream): buf[0, n) = sum or mean over ranks, queued on
+ *   multi_gpu_all_reduce_f32(buf, n, op, cfg, stream): buf[0, n) = sum over ranks (the only op), queued on
  *     `stream` itself (for the loss and the ZeRO-1 partial grad norm).
  * Host side (blocking): multi_gpu_barrier (all ranks reach it, and the device is idle),
  *   multi_gpu_cpu_float_sum (sum of one float over ranks: val loss, eval counts),
@@ -101,7 +104,10 @@ inline size_t multi_gpu_padded_size(size_t n, const MultiGpuConfig* cfg) {
     return multi_gpu_get_shard(n, cfg).size * (cfg->zero_stage == 0 ? 1 : cfg->num_processes);
 }
 
-enum class MultiGpuOp { sum, avg };
+enum class MultiGpuOp { sum };  // no average: see multi_gpu_async_reduce
+
+// What turns a gradient summed over the ranks into their mean; applied in fp32.
+inline float multi_gpu_mean_scale(const MultiGpuConfig* cfg) { return 1.0f / (float)cfg->num_processes; }
 
 // Checks shared by both builds; every message names the flag.
 inline void multi_gpu_check_args_(int num_processes, int process_rank, int gpus_per_node, const char* init_method,
@@ -346,11 +352,11 @@ void multi_gpu_async_reduce(T* const* ptrs, const size_t* counts, int n, MultiGp
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < n; i++) {
         if (cfg->zero_stage == 0) {
-            ncclCheck(ncclAllReduce(ptrs[i], ptrs[i], counts[i], nccl_type_<T>(), ncclAvg, cfg->nccl_comm,
+            ncclCheck(ncclAllReduce(ptrs[i], ptrs[i], counts[i], nccl_type_<T>(), ncclSum, cfg->nccl_comm,
                                     cfg->nccl_stream));
         } else {
             Shard s = multi_gpu_get_shard(counts[i], cfg);
-            ncclCheck(ncclReduceScatter(ptrs[i], ptrs[i] + s.offset, s.size, nccl_type_<T>(), ncclAvg,
+            ncclCheck(ncclReduceScatter(ptrs[i], ptrs[i] + s.offset, s.size, nccl_type_<T>(), ncclSum,
                                         cfg->nccl_comm, cfg->nccl_stream));
         }
     }
@@ -379,8 +385,8 @@ void multi_gpu_all_gather(T* const* ptrs, const size_t* counts, int n, MultiGpuC
 
 inline void multi_gpu_all_reduce_f32(float* buf, size_t n, MultiGpuOp op, MultiGpuConfig* cfg, cudaStream_t stream) {
     if (!cfg->use_nccl) return;
-    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, op == MultiGpuOp::avg ? ncclAvg : ncclSum, cfg->nccl_comm,
-                            stream));
+    (void)op;
+    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cfg->nccl_comm, stream));
 }
 
 #else
