@@ -23,6 +23,7 @@
 #include "llmc/run_state.h"
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
+#include "llmc/watchdog.h"
 #include "llmc/zero.cuh"
 
 // ----------------------------------------------------------------------------
@@ -74,6 +75,7 @@ struct TrainConfig {
     std::string server_ip;            // -ps
     std::string fs_path;              // -pf
     int port = 12345;                 // -pp (ours)
+    float watchdog_s = 1200.0f;       // -wt (ours): longest wait on a collective before aborting (0 = none)
 };
 
 static void print_usage() {
@@ -104,7 +106,9 @@ static void print_usage() {
         "  -ma <0|1>  per GEMM shape, the fastest cuBLASLt algorithm among those giving the same bits as\n"
         "             cuBLASLt's first choice, timed on the first call; likewise cuDNN's attention plans (1)\n"
         "  -pn / -pr / -pg / -pi / -ps / -pf / -pp   processes / rank / GPUs per node / init (mpi|tcp|fs)\n"
-        "             / server IP / shared dir / TCP port\n");
+        "             / server IP / shared dir / TCP port\n"
+        "  -wt <float> seconds a wait on the GPU or a collective may last before the run aborts its NCCL\n"
+        "             communicator and exits 1, naming the step and the wait (1200; 0 = no limit)\n");
 }
 
 static int parse_int(const char* flag, const char* value) {
@@ -184,6 +188,7 @@ static TrainConfig parse_args(int argc, char** argv) {
         else if (f == "-ps") c.server_ip = v;
         else if (f == "-pf") c.fs_path = v;
         else if (f == "-pp") c.port = parse_int(argv[i], v);
+        else if (f == "-wt") c.watchdog_s = parse_float(argv[i], v);
         else fatal("unknown flag %s (run with --help)", argv[i]);
     }
     require_range("-b", c.B, 1, 1 << 20);
@@ -208,6 +213,7 @@ static TrainConfig parse_args(int argc, char** argv) {
         if (value < 0) fatal("flag %s must be >= 0, got %d", flag, value);
     }
     if (c.lr < 0.0f) fatal("flag -l must be >= 0, got %g", c.lr);
+    if (c.watchdog_s < 0.0f) fatal("flag -wt must be >= 0 seconds, got %g", c.watchdog_s);
     if (c.final_lr_frac < 0.0f || c.final_lr_frac > 1.0f) fatal("flag -q must be in [0, 1], got %g", c.final_lr_frac);
     if (c.resume && c.output_dir.empty()) fatal("-y 1 needs -o <dir> to find checkpoints in");
     if (c.checkpoint_every > 0 && c.output_dir.empty()) fatal("-n %d needs -o <dir> to write checkpoints to", c.checkpoint_every);
@@ -243,6 +249,7 @@ struct Trainer {
     int start_step = 0;
     uint64_t sample_rng = 1337;
     GpuPeak peak;
+    Watchdog watchdog;  // bounds every wait of the loop on the GPU / a collective (-wt)
 };
 
 static bool is_rank0(const Trainer& tr) { return tr.mp.process_rank == 0; }
@@ -585,6 +592,11 @@ int main(int argc, char** argv) {
     GPT2& model = tr.model;
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
+    Watchdog* wd = &tr.watchdog;
+    watchdog_start(wd, c.watchdog_s, [&tr] { multi_gpu_abort(&tr.mp); });
+    // test hook (scripts/watchdog_check.sh): the step's vote blocks, as if a peer had died
+    const char* hang_env = getenv("LLMC_TEST_HANG_AT_STEP");
+    const int hang_step = hang_env != nullptr ? atoi(hang_env) : 0;
 
     const double flops_per_token = gpt2_flops_per_token((double)model.num_parameters, model.config.num_layers,
                                                         model.config.channels, c.T);
@@ -609,9 +621,13 @@ int main(int argc, char** argv) {
         const bool last_step = step == tr.train_num_batches;
         if (!tr.mp.use_nccl && g_stop_signal != 0) stop_requests = std::max(stop_requests, 1);
         const bool stop_now = stop_requests > 0;  // a signal during the last step: save and leave
-        if (!stop_now) evaluate_and_sample(tr, step, last_step);
+        if (!stop_now) {
+            WatchdogWait w(wd, step, "evaluation and sampling (val loss / HellaSwag ncclAllReduce)");
+            evaluate_and_sample(tr, step, last_step);
+        }
         if (!c.output_dir.empty() && step > tr.start_step &&
             ((c.checkpoint_every > 0 && step % c.checkpoint_every == 0) || last_step || stop_now)) {
+            WatchdogWait w(wd, step, "the checkpoint (writing, then the ncclAllReduce barrier)");
             save_checkpoint(tr, step);
         }
         if (stop_now) {
@@ -625,6 +641,7 @@ int main(int argc, char** argv) {
         // ---- one optimizer step ----
         phase_timer_end_step(model.timer, model.stream, false);  // drop what val/eval/sampling recorded
         cudaCheck(cudaEventRecord(start_ev, model.stream));
+        watchdog_enter(wd, step + 1, "forward, backward and the gradient reduction (ncclAllReduce / ncclReduceScatter)");
         gpt2_zero_grad(&model);
         for (int micro = 0; micro < tr.grad_accum; micro++) {
             if (c.overfit_single_batch == 0 || (step == tr.start_step && micro == 0)) dataloader_next_batch(&tr.train_loader);
@@ -635,6 +652,8 @@ int main(int argc, char** argv) {
         const float local_loss = (float)(gpt2_losses_sum(&model, c.B, c.T) / ((double)c.B * c.T * tr.grad_accum));
         float vote[STEP_VOTE_SLOTS];
         step_vote_pack({local_loss, g_stop_signal != 0, step + 1 == tr.train_num_batches}, vote);
+        if (step + 1 == hang_step) multi_gpu_test_hang_collectives(&tr.mp, model.stream);
+        watchdog_enter(wd, step + 1, "the loss / stop vote (ncclAllReduce)");
         multi_gpu_cpu_float_sums(vote, STEP_VOTE_SLOTS, &tr.mp);
         const StepDecision decision = step_vote_decide(vote, tr.mp.num_processes);
         if (decision.last_disagree) {
@@ -643,6 +662,7 @@ int main(int argc, char** argv) {
         }
         stop_requests = decision.stop_requests;
         const float loss = decision.loss;
+        watchdog_enter(wd, step + 1, "the gradient norm (ZeRO-1: ncclAllReduce)");
         const float norm = gpt2_grad_norm(&model);
         if (!std::isfinite(loss) || !std::isfinite(norm)) {
             fatal("step %d: the loss (%f) or gradient norm (%f) is not finite; stopping instead of training on "
@@ -658,8 +678,10 @@ int main(int argc, char** argv) {
             const float grad_scale = norm > 1.0f ? 1.0f / norm : 1.0f;
             gpt2_update(&model, lr, c.weight_decay, grad_scale, step + 1);
         }
+        watchdog_enter(wd, step + 1, "the AdamW update (ZeRO-1: ncclAllGather)");
         cudaCheck(cudaEventRecord(end_ev, model.stream));
         cudaCheck(cudaEventSynchronize(end_ev));
+        watchdog_leave(wd);
         phase_timer_end_step(model.timer, model.stream, step > tr.start_step + 1);  // first two steps: warm-up
         float ms = 0.0f;
         cudaCheck(cudaEventElapsedTime(&ms, start_ev, end_ev));
@@ -712,6 +734,10 @@ int main(int argc, char** argv) {
 #ifdef ENABLE_CUDNN
     destroy_cudnn();
 #endif
-    multi_gpu_config_free(&tr.mp);
+    {
+        WatchdogWait w(wd, tr.train_num_batches, "NCCL shutdown (ncclCommFinalize)");
+        multi_gpu_config_free(&tr.mp);
+    }
+    watchdog_stop(wd);
     return 0;
 }

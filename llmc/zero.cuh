@@ -18,7 +18,13 @@
  *          node, as srun's default block distribution does). The id goes through
  *          llmc/nccl_id_exchange.h (port default NCCL_ID_DEFAULT_PORT; the run tag, which keeps jobs
  *          apart in both the tcp hello and the fs file names, from the environment, e.g. $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
- *   Then cudaSetDevice(local), ncclCommInitRank, a non-blocking nccl_stream and an event without timing.
+ *   Every rank checks that its GPU exists before the id exchange (a rank failing after it would leave
+ *   the others waiting). Then cudaSetDevice(local) and a non-blocking ncclCommInitRankConfig polled
+ *   with ncclCommGetAsyncError for at most MULTI_GPU_INIT_TIMEOUT_S ($LLMC_NCCL_INIT_TIMEOUT_S): past
+ *   it, or on an error, ncclCommAbort and a message naming the rank. Then a non-blocking nccl_stream
+ *   and an event without timing. The communicator stays non-blocking: an NCCL call answering
+ *   ncclInProgress is polled to completion (ncclCheckComm). Waits on the GPU are bounded by the
+ *   caller's watchdog (llmc/watchdog.h, multi_gpu_abort for its abort).
  *   NVLink SHARP / multicast (NVLS) is never used: NCCL_NVLS_ENABLE is forced to 0 before NCCL starts.
  *   The trainer must link llmc/nccl_id_exchange.cpp when MULTI_GPU is defined.
  *
@@ -46,6 +52,7 @@
  */
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,6 +79,8 @@ constexpr int MULTI_GPU_HOST_SLOTS = 8;  // floats in unified_buffer: the most o
 
 // Generous: on big clusters ranks can start minutes apart (container pulls, slow shared filesystems).
 constexpr double MULTI_GPU_ID_TIMEOUT_S = 600.0;
+// NCCL's own start-up (connections between ranks that all hold the id) is quick when every rank is alive.
+constexpr double MULTI_GPU_INIT_TIMEOUT_S = 300.0;
 
 struct MultiGpuConfig {
     int process_rank;      // global rank, 0..num_processes-1
@@ -124,6 +133,23 @@ inline void multi_gpu_check_args_(int num_processes, int process_rank, int gpus_
     }
 }
 
+inline double wall_seconds_() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Test hook (scripts/watchdog_check.sh): a kernel that never ends, queued on `stream`, so that the
+// next wait on it (or a collective queued behind it) blocks like one whose peer died.
+__global__ void multi_gpu_hang_kernel_(const volatile int* never_set) {
+    while (*never_set == 0) __nanosleep(1000000);
+}
+inline void multi_gpu_test_hang(cudaStream_t stream) {
+    int* flag = nullptr;
+    cudaCheck(cudaMalloc(&flag, sizeof(int)));
+    cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), stream));
+    multi_gpu_hang_kernel_<<<1, 1, 0, stream>>>(flag);
+    cudaCheck(cudaGetLastError());
+}
+
 // LLMC_NCCL_SINGLE=1: run NCCL even with one process (tests the NCCL path on a single GPU).
 inline bool multi_gpu_force_nccl_() {
     const char* v = getenv("LLMC_NCCL_SINGLE");
@@ -151,6 +177,17 @@ inline void nccl_check_(ncclResult_t r, const char* stmt, const char* file, int 
 }
 #define ncclCheck(stmt) do { ncclResult_t r_ = (stmt); \
     if (r_ != ncclSuccess) nccl_check_(r_, #stmt, __FILE__, __LINE__); } while (0)
+
+// A call on a non-blocking communicator may answer ncclInProgress: poll until it is done.
+inline void nccl_settle_(ncclComm_t comm, ncclResult_t r, const char* stmt, const char* file, int line) {
+    while (r == ncclInProgress) {
+        usleep(100);
+        if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
+    }
+    if (r != ncclSuccess) nccl_check_(r, stmt, file, line);
+}
+#define ncclCheckComm(comm, stmt) do { ncclResult_t r_ = (stmt); \
+    if (r_ != ncclSuccess) nccl_settle_(comm, r_, #stmt, __FILE__, __LINE__); } while (0)
 
 #ifdef USE_MPI
 inline void mpi_check_(int err, const char* stmt, const char* file, int line) {
@@ -183,13 +220,52 @@ constexpr ncclDataType_t nccl_type_() {
     else static_assert(sizeof(T) == 0, "no NCCL type for this element type");
 }
 
-inline double multi_gpu_id_timeout_s_() {
-    const char* v = getenv("LLMC_NCCL_ID_TIMEOUT_S");
-    if (v == nullptr || v[0] == '\0') return MULTI_GPU_ID_TIMEOUT_S;
+inline double multi_gpu_env_seconds_(const char* var, double fallback) {
+    const char* v = getenv(var);
+    if (v == nullptr || v[0] == '\0') return fallback;
     char* end = nullptr;
     double t = strtod(v, &end);
-    if (*end != '\0' || !(t > 0)) fatal("$LLMC_NCCL_ID_TIMEOUT_S must be a positive number of seconds, got '%s'", v);
+    if (*end != '\0' || !(t > 0)) fatal("$%s must be a positive number of seconds, got '%s'", var, v);
     return t;
+}
+
+// The GPU this rank will use must exist: checked before the id exchange, so a bad -pg or
+// CUDA_VISIBLE_DEVICES stops this rank before the others wait for it.
+inline void multi_gpu_check_device_(const MultiGpuConfig& cfg) {
+    int device_count = 0;
+    if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+        fatal("rank %d: no CUDA GPU found: train_gpt2cu needs an NVIDIA GPU of compute capability 8.0 or newer",
+              cfg.process_rank);
+    }
+    if (cfg.local_device_idx >= device_count) {
+        fatal("rank %d would use GPU %d of this node, but only %d are visible (check -pg, the number of "
+              "processes per node, and CUDA_VISIBLE_DEVICES)", cfg.process_rank, cfg.local_device_idx, device_count);
+    }
+}
+
+// ncclCommInitRank, non-blocking, polled until done or timeout_s has passed (then aborted).
+inline ncclComm_t multi_gpu_comm_init_(int num_processes, const ncclUniqueId& id, int rank, double timeout_s) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, num_processes, id, rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) nccl_check_(r, "ncclCommInitRankConfig", __FILE__, __LINE__);
+    const double t0 = wall_seconds_();
+    while (r == ncclInProgress) {
+        if (wall_seconds_() - t0 > timeout_s) {
+            ncclCommAbort(comm);
+            fatal("rank %d: NCCL start-up (ncclCommInitRank of %d ranks) did not finish within %.0f s: a rank is "
+                  "missing, stopped, or cannot reach this one (NCCL_SOCKET_IFNAME?); set the limit with "
+                  "$LLMC_NCCL_INIT_TIMEOUT_S", rank, num_processes, timeout_s);
+        }
+        usleep(1000);
+        ncclCheck(ncclCommGetAsyncError(comm, &r));
+    }
+    if (r != ncclSuccess) {
+        ncclCommAbort(comm);
+        nccl_check_(r, "ncclCommInitRankConfig (asynchronous)", __FILE__, __LINE__);
+    }
+    return comm;
 }
 
 inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank, int gpus_per_node,
@@ -220,6 +296,7 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
                   num_processes, cfg.num_processes);
         }
         cfg.local_device_idx = multi_gpu_mpi_local_rank_(cfg.process_rank, cfg.num_processes);
+        multi_gpu_check_device_(cfg);
         cfg.use_nccl = cfg.num_processes > 1 || multi_gpu_force_nccl_();
         if (cfg.use_nccl) {
             if (cfg.process_rank == 0) ncclCheck(ncclGetUniqueId(&id));
@@ -240,11 +317,12 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
         cfg.process_rank = process_rank;
         cfg.num_processes = num_processes;
         cfg.local_device_idx = process_rank % gpus_per_node;
+        multi_gpu_check_device_(cfg);
         cfg.use_nccl = num_processes > 1 || multi_gpu_force_nccl_();
         if (cfg.use_nccl) {
             if (process_rank == 0) ncclCheck(ncclGetUniqueId(&id));
             uint8_t* blob = reinterpret_cast<uint8_t*>(&id);
-            double timeout_s = multi_gpu_id_timeout_s_();
+            double timeout_s = multi_gpu_env_seconds_("LLMC_NCCL_ID_TIMEOUT_S", MULTI_GPU_ID_TIMEOUT_S);
             if (strcmp(init_method, "tcp") == 0) {
                 id_exchange_tcp(blob, process_rank, num_processes, server_ip, port, timeout_s, nullptr);
             } else {
@@ -253,15 +331,11 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
         }
     }
 
-    int device_count = 0;
-    cudaCheck(cudaGetDeviceCount(&device_count));
-    if (cfg.local_device_idx >= device_count) {
-        fatal("rank %d would use GPU %d of this node, but only %d are visible (check -pg, the number of "
-              "processes per node, and CUDA_VISIBLE_DEVICES)", cfg.process_rank, cfg.local_device_idx, device_count);
-    }
+    multi_gpu_check_device_(cfg);  // the mpi build without MPI reaches here unchecked
     cudaCheck(cudaSetDevice(cfg.local_device_idx));
     if (cfg.use_nccl) {
-        ncclCheck(ncclCommInitRank(&cfg.nccl_comm, cfg.num_processes, id, cfg.process_rank));
+        cfg.nccl_comm = multi_gpu_comm_init_(cfg.num_processes, id, cfg.process_rank,
+                                             multi_gpu_env_seconds_("LLMC_NCCL_INIT_TIMEOUT_S", MULTI_GPU_INIT_TIMEOUT_S));
         cudaCheck(cudaStreamCreateWithFlags(&cfg.nccl_stream, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&cfg.compute_nccl_sync, cudaEventDisableTiming));
         cudaCheck(cudaMalloc(&cfg.unified_buffer, MULTI_GPU_HOST_SLOTS * sizeof(float)));
@@ -272,6 +346,7 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
 inline void multi_gpu_config_free(MultiGpuConfig* cfg) {
     if (cfg->use_nccl && cfg->nccl_comm != nullptr) {
         cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
+        ncclCheckComm(cfg->nccl_comm, ncclCommFinalize(cfg->nccl_comm));
         ncclCheck(ncclCommDestroy(cfg->nccl_comm));
         cudaCheck(cudaStreamDestroy(cfg->nccl_stream));
         cudaCheck(cudaEventDestroy(cfg->compute_nccl_sync));
@@ -288,11 +363,21 @@ inline void multi_gpu_config_free(MultiGpuConfig* cfg) {
 #endif
 }
 
+// For a watchdog on another thread: ends the communicator's pending work so no rank waits on this one.
+inline void multi_gpu_abort(MultiGpuConfig* cfg) {
+    if (cfg->use_nccl && cfg->nccl_comm != nullptr) ncclCommAbort(cfg->nccl_comm);
+}
+
+// Test hook: the next host-side collective (queued on nccl_stream) never completes.
+inline void multi_gpu_test_hang_collectives(MultiGpuConfig* cfg, cudaStream_t compute) {
+    multi_gpu_test_hang(cfg->use_nccl ? cfg->nccl_stream : compute);
+}
+
 // Returns once every rank has called it and this device is idle.
 inline void multi_gpu_barrier(const MultiGpuConfig* cfg) {
     if (cfg->use_nccl) {
-        ncclCheck(ncclAllReduce(cfg->unified_buffer, cfg->unified_buffer, 1, ncclFloat, ncclSum, cfg->nccl_comm,
-                                cfg->nccl_stream));
+        ncclCheckComm(cfg->nccl_comm, ncclAllReduce(cfg->unified_buffer, cfg->unified_buffer, 1, ncclFloat, ncclSum,
+                                                    cfg->nccl_comm, cfg->nccl_stream));
     }
     cudaCheck(cudaDeviceSynchronize());
 }
@@ -303,7 +388,7 @@ inline void multi_gpu_cpu_float_sums(float* values, int n, MultiGpuConfig* cfg) 
     if (!cfg->use_nccl) return;
     float* buf = cfg->unified_buffer;
     cudaCheck(cudaMemcpyAsync(buf, values, n * sizeof(float), cudaMemcpyHostToDevice, cfg->nccl_stream));
-    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cfg->nccl_comm, cfg->nccl_stream));
+    ncclCheckComm(cfg->nccl_comm, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cfg->nccl_comm, cfg->nccl_stream));
     cudaCheck(cudaMemcpyAsync(values, buf, n * sizeof(float), cudaMemcpyDeviceToHost, cfg->nccl_stream));
     cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
 }
@@ -320,7 +405,7 @@ inline int multi_gpu_broadcast_int(int value, MultiGpuConfig* cfg) {
     static_assert(sizeof(int) == sizeof(float), "the int travels in one slot of unified_buffer");
     int* buf = reinterpret_cast<int*>(cfg->unified_buffer);
     cudaCheck(cudaMemcpyAsync(buf, &value, sizeof(int), cudaMemcpyHostToDevice, cfg->nccl_stream));
-    ncclCheck(ncclBroadcast(buf, buf, 1, ncclInt32, 0, cfg->nccl_comm, cfg->nccl_stream));
+    ncclCheckComm(cfg->nccl_comm, ncclBroadcast(buf, buf, 1, ncclInt32, 0, cfg->nccl_comm, cfg->nccl_stream));
     cudaCheck(cudaMemcpyAsync(&value, buf, sizeof(int), cudaMemcpyDeviceToHost, cfg->nccl_stream));
     cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
     return value;
@@ -352,15 +437,15 @@ void multi_gpu_async_reduce(T* const* ptrs, const size_t* counts, int n, MultiGp
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < n; i++) {
         if (cfg->zero_stage == 0) {
-            ncclCheck(ncclAllReduce(ptrs[i], ptrs[i], counts[i], nccl_type_<T>(), ncclSum, cfg->nccl_comm,
-                                    cfg->nccl_stream));
+            ncclCheckComm(cfg->nccl_comm, ncclAllReduce(ptrs[i], ptrs[i], counts[i], nccl_type_<T>(), ncclSum,
+                                                        cfg->nccl_comm, cfg->nccl_stream));
         } else {
             Shard s = multi_gpu_get_shard(counts[i], cfg);
-            ncclCheck(ncclReduceScatter(ptrs[i], ptrs[i] + s.offset, s.size, nccl_type_<T>(), ncclSum,
-                                        cfg->nccl_comm, cfg->nccl_stream));
+            ncclCheckComm(cfg->nccl_comm, ncclReduceScatter(ptrs[i], ptrs[i] + s.offset, s.size, nccl_type_<T>(),
+                                                            ncclSum, cfg->nccl_comm, cfg->nccl_stream));
         }
     }
-    ncclCheck(ncclGroupEnd());
+    ncclCheckComm(cfg->nccl_comm, ncclGroupEnd());
 }
 
 // The compute stream waits for every collective queued so far on nccl_stream.
@@ -377,16 +462,16 @@ void multi_gpu_all_gather(T* const* ptrs, const size_t* counts, int n, MultiGpuC
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < n; i++) {
         Shard s = multi_gpu_get_shard(counts[i], cfg);
-        ncclCheck(ncclAllGather(ptrs[i] + s.offset, ptrs[i], s.size, nccl_type_<T>(), cfg->nccl_comm,
-                                cfg->nccl_stream));
+        ncclCheckComm(cfg->nccl_comm, ncclAllGather(ptrs[i] + s.offset, ptrs[i], s.size, nccl_type_<T>(),
+                                                    cfg->nccl_comm, cfg->nccl_stream));
     }
-    ncclCheck(ncclGroupEnd());
+    ncclCheckComm(cfg->nccl_comm, ncclGroupEnd());
 }
 
 inline void multi_gpu_all_reduce_f32(float* buf, size_t n, MultiGpuOp op, MultiGpuConfig* cfg, cudaStream_t stream) {
     if (!cfg->use_nccl) return;
     (void)op;
-    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cfg->nccl_comm, stream));
+    ncclCheckComm(cfg->nccl_comm, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cfg->nccl_comm, stream));
 }
 
 #else
@@ -411,6 +496,8 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
 }
 
 inline void multi_gpu_config_free(MultiGpuConfig*) {}
+inline void multi_gpu_abort(MultiGpuConfig*) {}
+inline void multi_gpu_test_hang_collectives(MultiGpuConfig*, cudaStream_t compute) { multi_gpu_test_hang(compute); }
 inline void multi_gpu_barrier(const MultiGpuConfig*) { cudaCheck(cudaDeviceSynchronize()); }
 inline void multi_gpu_cpu_float_sums(float*, int, MultiGpuConfig*) {}
 inline float multi_gpu_cpu_float_sum(float value, MultiGpuConfig*) { return value; }
