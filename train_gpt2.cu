@@ -594,7 +594,7 @@ int main(int argc, char** argv) {
     signal(SIGTERM, on_stop_signal);
     Watchdog* wd = &tr.watchdog;
     watchdog_start(wd, c.watchdog_s, [&tr] { multi_gpu_abort(&tr.mp); });
-    // test hook (scripts/watchdog_check.sh): the step's vote blocks, as if a peer had died
+    // test hook (scripts/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
     const char* hang_env = getenv("LLMC_TEST_HANG_AT_STEP");
     const int hang_step = hang_env != nullptr ? atoi(hang_env) : 0;
 
@@ -657,8 +657,8 @@ int main(int argc, char** argv) {
         multi_gpu_cpu_float_sums(vote, STEP_VOTE_SLOTS, &tr.mp);
         const StepDecision decision = step_vote_decide(vote, tr.mp.num_processes);
         if (decision.last_disagree) {
-            fatal("step %d: %d of %d ranks have step %d as their last (-x, or the data's windows per rank, differ)",
-                  step + 1, decision.last_votes, tr.mp.num_processes, step + 2);
+            fatal("step %d: %d of %d ranks end training after this step, the others do not (-x, or the data's "
+                  "windows per rank, differ between ranks)", step + 1, decision.last_votes, tr.mp.num_processes);
         }
         stop_requests = decision.stop_requests;
         const float loss = decision.loss;
