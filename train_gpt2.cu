@@ -354,6 +354,7 @@ static void save_checkpoint(Trainer& tr, int step) {
 // Loads the newest complete checkpoint of -o in rank 0's view, on every rank (see llmc/rank_agreement.h);
 // returns its step (0 when there is none).
 static int load_checkpoint(Trainer& tr) {
+    WatchdogWait w(&tr.watchdog, 0, "resume: the step broadcast and file check (ncclBroadcast / ncclAllReduce)");
     const std::string& dir = tr.cfg.output_dir;
     const int step = multi_gpu_broadcast_int(is_rank0(tr) ? resume_choose_step(dir) : 0, &tr.mp);
     if (step < 0) {
@@ -582,8 +583,10 @@ static void setup(Trainer& tr) {
 // main loop
 
 int main(int argc, char** argv) {
-    Trainer tr;
+    Trainer tr{};  // value-initialized: the watchdog may read tr.mp before setup fills it
     tr.cfg = parse_args(argc, argv);
+    // started before setup, so the collectives of a resume are bounded too
+    watchdog_start(&tr.watchdog, tr.cfg.watchdog_s, [&tr] { multi_gpu_abort(&tr.mp); });
     setup(tr);
 #ifdef ENABLE_CUDNN
     create_cudnn();
@@ -593,7 +596,6 @@ int main(int argc, char** argv) {
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
     Watchdog* wd = &tr.watchdog;
-    watchdog_start(wd, c.watchdog_s, [&tr] { multi_gpu_abort(&tr.mp); });
     // test hook (scripts/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
     const char* hang_env = getenv("LLMC_TEST_HANG_AT_STEP");
     const int hang_step = hang_env != nullptr ? atoi(hang_env) : 0;

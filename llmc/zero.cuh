@@ -234,8 +234,8 @@ inline double multi_gpu_env_seconds_(const char* var, double fallback) {
 inline void multi_gpu_check_device_(const MultiGpuConfig& cfg) {
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
-        fatal("rank %d: no CUDA GPU found: train_gpt2cu needs an NVIDIA GPU of compute capability 8.0 or newer",
-              cfg.process_rank);
+        fatal("%sno CUDA GPU found: train_gpt2cu needs an NVIDIA GPU of compute capability 8.0 or newer",
+              cfg.num_processes > 1 ? ("rank " + std::to_string(cfg.process_rank) + ": ").c_str() : "");
     }
     if (cfg.local_device_idx >= device_count) {
         fatal("rank %d would use GPU %d of this node, but only %d are visible (check -pg, the number of "
