@@ -19,9 +19,11 @@
 #include "llmc/logger.h"
 #include "llmc/mfu.h"
 #include "llmc/outlier_detector.h"
+#include "llmc/rank_agreement.h"
 #include "llmc/run_state.h"
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
+#include "llmc/watchdog.h"
 #include "llmc/zero.cuh"
 
 // ----------------------------------------------------------------------------
@@ -73,6 +75,7 @@ struct TrainConfig {
     std::string server_ip;            // -ps
     std::string fs_path;              // -pf
     int port = 12345;                 // -pp (ours)
+    float watchdog_s = 1200.0f;       // -wt (ours): longest wait on a collective before aborting (0 = none)
 };
 
 static void print_usage() {
@@ -105,7 +108,9 @@ static void print_usage() {
         "  -ma <0|1>  per GEMM shape, the fastest cuBLASLt algorithm among those giving the same bits as\n"
         "             cuBLASLt's first choice, timed on the first call; likewise cuDNN's attention plans (1)\n"
         "  -pn / -pr / -pg / -pi / -ps / -pf / -pp   processes / rank / GPUs per node / init (mpi|tcp|fs)\n"
-        "             / server IP / shared dir / TCP port\n");
+        "             / server IP / shared dir / TCP port\n"
+        "  -wt <float> seconds a wait on the GPU or a collective may last before the run aborts its NCCL\n"
+        "             communicator and exits 1, naming the step and the wait (1200; 0 = no limit)\n");
 }
 
 static int parse_int(const char* flag, const char* value) {
@@ -185,6 +190,7 @@ static TrainConfig parse_args(int argc, char** argv) {
         else if (f == "-ps") c.server_ip = v;
         else if (f == "-pf") c.fs_path = v;
         else if (f == "-pp") c.port = parse_int(argv[i], v);
+        else if (f == "-wt") c.watchdog_s = parse_float(argv[i], v);
         else fatal("unknown flag %s (run with --help)", argv[i]);
     }
     require_range("-b", c.B, 1, 1 << 20);
@@ -215,6 +221,7 @@ static TrainConfig parse_args(int argc, char** argv) {
     if (c.overfit_single_batch && c.shuffle) fatal("-a 1 reads the first windows of -j in order at every step: it cannot shuffle (-sh 1)");
     if (c.overfit_single_batch && c.val_pattern.empty()) fatal("-a 1 trains on the start of the -j data (as llm.c), but -j is empty");
     if (c.lr < 0.0f) fatal("flag -l must be >= 0, got %g", c.lr);
+    if (c.watchdog_s < 0.0f) fatal("flag -wt must be >= 0 seconds, got %g", c.watchdog_s);
     if (c.final_lr_frac < 0.0f || c.final_lr_frac > 1.0f) fatal("flag -q must be in [0, 1], got %g", c.final_lr_frac);
     if (c.resume && c.output_dir.empty()) fatal("-y 1 needs -o <dir> to find checkpoints in");
     if (c.checkpoint_every > 0 && c.output_dir.empty()) fatal("-n %d needs -o <dir> to write checkpoints to", c.checkpoint_every);
@@ -258,6 +265,7 @@ struct Trainer {
         RunState rs;
         std::vector<float> m, v, master;
     } resume;
+    Watchdog watchdog;  // bounds every wait of the loop on the GPU / a collective (-wt)
 };
 
 static bool is_rank0(const Trainer& tr) { return tr.mp.process_rank == 0; }
@@ -359,22 +367,23 @@ static void save_checkpoint(Trainer& tr, int step) {
     }
 }
 
-// -y 1, host part (before any CUDA call): removes the leftovers of an interrupted checkpoint, finds the
-// newest complete one and reads and checks all of it (model header vs the configuration, the whole
-// run state with its checksum, the data position) into tr.resume. shard_size: optimizer elements of
-// this process; keeps_master: this run keeps fp32 master weights.
-static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, bool keeps_master) {
+// -y 1, host part (before any CUDA call): removes the leftovers of an interrupted checkpoint, then reads
+// and checks all of checkpoint `step` (model header vs the configuration, the whole run state with its
+// checksum, the data position) into tr.resume. step < 0: the newest complete checkpoint in this
+// process's view of -o (resume_choose_step), or nothing when there is none. shard_size: optimizer
+// elements of this process; keeps_master: this run keeps fp32 master weights.
+static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, bool keeps_master, int step = -1) {
     const std::string& dir = tr.cfg.output_dir;
     const int rank = tr.cfg.process_rank;
-    for (const std::string& f : ckpt_remove_leftovers(dir, rank)) {
-        printf("resume: removed '%s', left by an interrupted checkpoint\n", f.c_str());
+    if (step < 0) {
+        for (const std::string& f : ckpt_remove_leftovers(dir, rank)) {
+            printf("resume: removed '%s', left by an interrupted checkpoint\n", f.c_str());
+        }
     }
     Trainer::Resume& r = tr.resume;
-    r.step = ckpt_find_latest(dir);
-    if (r.step < 0) {
-        if (rank == 0) printf("resume: no complete checkpoint in %s, starting fresh\n", dir.c_str());
-        return;
-    }
+    r = Trainer::Resume();
+    r.step = step < 0 ? resume_choose_step(dir) : step;
+    if (r.step < 0) return;
     r.model_path = ckpt_model_path(dir, r.step);
     r.info = model_file_read_header(r.model_path.c_str());
     if (memcmp(&r.info.cfg, &mc, sizeof(GPT2Config)) != 0) {
@@ -401,8 +410,30 @@ static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, bo
     }
 }
 
-// -y 1, device part: uploads what resume_read checked; returns the step to continue from.
-static int resume_upload(Trainer& tr) {
+// -y 1, after the processes are up: rank 0's step is every rank's (see llmc/rank_agreement.h). A rank
+// whose own view of -o chose another step reads rank 0's instead; when any rank lacks a file of that
+// step, every rank stops, each naming what it lacks. Then the upload; returns the step to continue from.
+static int resume_upload(Trainer& tr, const GPT2Config& mc, bool keeps_master) {
+    {
+        WatchdogWait w(&tr.watchdog, 0, "resume: the step broadcast and file check (ncclBroadcast / ncclAllReduce)");
+        const std::string& dir = tr.cfg.output_dir;
+        const int step = multi_gpu_broadcast_int(is_rank0(tr) ? tr.resume.step : 0, &tr.mp);
+        std::vector<std::string> missing;
+        if (step >= 0) missing = resume_missing_files(dir, step, tr.mp.process_rank);
+        if (!missing.empty()) fprintf(stderr, "%s\n", resume_missing_message(missing, step, tr.mp.process_rank).c_str());
+        const int ranks_missing = (int)multi_gpu_cpu_float_sum(missing.empty() ? 0.0f : 1.0f, &tr.mp);
+        if (ranks_missing > 0) {
+            fatal("resume from step %d of %s: %d of %d ranks miss files of that step (named above); every rank stops",
+                  step, dir.c_str(), ranks_missing, tr.mp.num_processes);
+        }
+        if (step != tr.resume.step) {
+            printf("resume: rank %d saw step %d as the newest checkpoint; taking rank 0's step %d\n",
+                   tr.mp.process_rank, tr.resume.step, step);
+            if (step < 0) tr.resume = Trainer::Resume();
+            else resume_read(tr, mc, tr.model.shard.size, keeps_master, step);
+        }
+        if (step < 0 && is_rank0(tr)) printf("resume: no complete checkpoint in %s, starting fresh\n", dir.c_str());
+    }
     Trainer::Resume& r = tr.resume;
     if (r.step < 0) return 0;
     if (tr.model.shard.size != r.m.size()) {
@@ -587,7 +618,7 @@ static void setup(Trainer& tr) {
     const int max_b = gpt2_estimate_max_batch(mc, c.T, c.recompute, free_bytes);
     gpt2_allocate_activations(&tr.model, c.B, c.T);
 
-    if (c.resume) tr.start_step = resume_upload(tr);
+    if (c.resume) tr.start_step = resume_upload(tr, mc, kFloatXIsBF16 && c.master_weights != 0);
     logger_init(&tr.logger, c.output_dir.empty() ? nullptr : c.output_dir.c_str(), c.process_rank, tr.start_step);
     tr.sample_rng = rng_seed(c.seed, 1337);
 
@@ -658,8 +689,10 @@ static void setup(Trainer& tr) {
 // main loop
 
 int main(int argc, char** argv) {
-    Trainer tr;
+    Trainer tr{};  // value-initialized: the watchdog may read tr.mp before setup fills it
     tr.cfg = parse_args(argc, argv);
+    // started before setup, so the collectives of a resume are bounded too
+    watchdog_start(&tr.watchdog, tr.cfg.watchdog_s, [&tr] { multi_gpu_abort(&tr.mp); });
     setup(tr);
 #ifdef ENABLE_CUDNN
     create_cudnn();
@@ -668,6 +701,10 @@ int main(int argc, char** argv) {
     GPT2& model = tr.model;
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
+    Watchdog* wd = &tr.watchdog;
+    // test hook (scripts/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
+    const char* hang_env = getenv("LLMC_TEST_HANG_AT_STEP");
+    const int hang_step = hang_env != nullptr ? atoi(hang_env) : 0;
 
     const double flops_per_token = gpt2_flops_per_token((double)model.num_parameters, model.config.num_layers,
                                                         model.config.channels, c.T);
@@ -684,16 +721,26 @@ int main(int argc, char** argv) {
         model.timer = &phase_timer;
     }
 
+    // Leaving the loop is agreed by all ranks through the step's vote (llmc/rank_agreement.h): a rank
+    // that left alone would pair its checkpoint barrier with the others' gradient reduces. One process
+    // without NCCL also stops on its own flag at once (a signal during val / sampling: no extra step).
+    int stop_requests = 0;
     for (int step = tr.start_step; step <= tr.train_num_batches; step++) {
         const bool last_step = step == tr.train_num_batches;
-        const bool stop_now = g_stop_signal != 0;  // a signal during the last step: save and leave
-        if (!stop_now) evaluate_and_sample(tr, step, last_step);
+        if (!tr.mp.use_nccl && g_stop_signal != 0) stop_requests = std::max(stop_requests, 1);
+        const bool stop_now = stop_requests > 0;  // a signal during the last step: save and leave
+        if (!stop_now) {
+            WatchdogWait w(wd, step, "evaluation and sampling (val loss / HellaSwag ncclAllReduce)");
+            evaluate_and_sample(tr, step, last_step);
+        }
         if (!c.output_dir.empty() && step > tr.start_step &&
             ((c.checkpoint_every > 0 && step % c.checkpoint_every == 0) || last_step || stop_now)) {
+            WatchdogWait w(wd, step, "the checkpoint (writing, then the ncclAllReduce barrier)");
             save_checkpoint(tr, step);
         }
         if (stop_now) {
-            if (is_rank0(tr)) printf("stopping on signal %d after step %d%s\n", (int)g_stop_signal, step,
+            if (is_rank0(tr)) printf("stopping after step %d: SIGINT/SIGTERM reached %d of %d processes%s\n", step,
+                                     stop_requests, tr.mp.num_processes,
                                      c.output_dir.empty() ? " (no -o, nothing saved)" : "");
             break;
         }
@@ -702,6 +749,7 @@ int main(int argc, char** argv) {
         // ---- one optimizer step ----
         phase_timer_end_step(model.timer, model.stream, false);  // drop what val/eval/sampling recorded
         cudaCheck(cudaEventRecord(start_ev, model.stream));
+        watchdog_enter(wd, step + 1, "forward, backward and the gradient reduction (ncclAllReduce / ncclReduceScatter)");
         gpt2_zero_grad(&model);
         dataloader_begin_step(&tr.train_loader, c.overfit_single_batch != 0);  // -a 1: windows 0..accum-1 again
         for (int micro = 0; micro < tr.grad_accum; micro++) {
@@ -711,7 +759,19 @@ int main(int argc, char** argv) {
         }
         gpt2_reduce_gradients(&model);
         const float local_loss = (float)(gpt2_losses_sum(&model, c.B, c.T) / ((double)c.B * c.T * tr.grad_accum));
-        const float loss = multi_gpu_cpu_float_sum(local_loss, &tr.mp) / tr.mp.num_processes;
+        float vote[STEP_VOTE_SLOTS];
+        step_vote_pack({local_loss, g_stop_signal != 0, step + 1 == tr.train_num_batches}, vote);
+        if (step + 1 == hang_step) multi_gpu_test_hang_collectives(&tr.mp, model.stream);
+        watchdog_enter(wd, step + 1, "the loss / stop vote (ncclAllReduce)");
+        multi_gpu_cpu_float_sums(vote, STEP_VOTE_SLOTS, &tr.mp);
+        const StepDecision decision = step_vote_decide(vote, tr.mp.num_processes);
+        if (decision.last_disagree) {
+            fatal("step %d: %d of %d ranks end training after this step, the others do not (-x, or the data's "
+                  "windows per rank, differ between ranks)", step + 1, decision.last_votes, tr.mp.num_processes);
+        }
+        stop_requests = decision.stop_requests;
+        const float loss = decision.loss;
+        watchdog_enter(wd, step + 1, "the gradient norm (ZeRO-1: ncclAllReduce)");
         const float norm = gpt2_grad_norm(&model);
         if (!std::isfinite(loss) || !std::isfinite(norm)) {
             fatal("step %d: the loss (%f) or gradient norm (%f) is not finite; stopping instead of training on "
@@ -727,8 +787,10 @@ int main(int argc, char** argv) {
             const float grad_scale = norm > 1.0f ? 1.0f / norm : 1.0f;
             gpt2_update(&model, lr, c.weight_decay, grad_scale, step + 1);
         }
+        watchdog_enter(wd, step + 1, "the AdamW update (ZeRO-1: ncclAllGather)");
         cudaCheck(cudaEventRecord(end_ev, model.stream));
         cudaCheck(cudaEventSynchronize(end_ev));
+        watchdog_leave(wd);
         phase_timer_end_step(model.timer, model.stream, step > tr.start_step + 1);  // first two steps: warm-up
         float ms = 0.0f;
         cudaCheck(cudaEventElapsedTime(&ms, start_ev, end_ev));
@@ -781,6 +843,10 @@ int main(int argc, char** argv) {
 #ifdef ENABLE_CUDNN
     destroy_cudnn();
 #endif
-    multi_gpu_config_free(&tr.mp);
+    {
+        WatchdogWait w(wd, tr.train_num_batches, "NCCL shutdown (ncclCommFinalize)");
+        multi_gpu_config_free(&tr.mp);
+    }
+    watchdog_stop(wd);
     return 0;
 }

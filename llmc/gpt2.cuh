@@ -624,8 +624,9 @@ inline void gpt2_reduce_gradients(GPT2* model) {
 // ----------------------------------------------------------------------------
 // optimizer
 
-// Global L2 norm of all gradients (synchronizes). Under ZeRO-1 each process holds the reduced
-// gradient of its shard only: partial sums of squares are added across processes.
+// Global L2 norm of the gradient averaged over processes (synchronizes). The buffers hold the sum
+// over processes (llmc/zero.cuh), so the norm of the sum is scaled by 1/P in fp32. Under ZeRO-1 each
+// process holds the reduced gradient of its shard only: partial sums of squares are added across processes.
 inline float gpt2_grad_norm(GPT2* model) {
     float* partials = model->scratch_f32;
     float* out = model->scratch_f32 + GLOBAL_NORM_BLOCKS;
@@ -636,10 +637,11 @@ inline float gpt2_grad_norm(GPT2* model) {
     cudaCheck(cudaMemcpyAsync(model->norm_host, out, sizeof(float), cudaMemcpyDeviceToHost, model->stream));
     phase_mark(model->timer, "idle (host work, syncs)", model->stream);
     cudaCheck(cudaStreamSynchronize(model->stream));
-    return sqrtf(*model->norm_host);
+    return sqrtf(*model->norm_host) * multi_gpu_mean_scale(model->mp);
 }
 
-// AdamW step `t` (1-based) with gradients scaled by grad_scale (clipping), over this process's shard;
+// AdamW step `t` (1-based) with gradients scaled by grad_scale (clipping) and by 1/P (the buffers hold
+// the sum over processes; one fp32 scale, so the mean is as exact for P = 3 as for P = 2), over this process's shard;
 // under ZeRO-1 an all-gather then gives every process all parameters. Seeds of stochastic rounding
 // come from model->rng_state, one per tensor, drawn identically on every process; rounding positions
 // are indices within the tensor, so the result does not depend on how the shards are cut.
@@ -658,7 +660,7 @@ inline void gpt2_update(GPT2* model, float lr, float weight_decay, float grad_sc
         AdamWParams ap;
         ap.lr = lr;
         ap.weight_decay = param_tensor_is_2d(i) ? weight_decay : 0.0f;
-        ap.grad_scale = grad_scale;
+        ap.grad_scale = grad_scale * multi_gpu_mean_scale(model->mp);
         ap.t = t;
         const uint32_t seed = random_u32(&model->rng_state);
         const size_t lo = std::max(off, sh.offset), hi = std::min(off + n, sh.offset + sh.size);

@@ -69,8 +69,10 @@ std::string missing_ranks(const std::vector<char>& arrived) {
 // ----------------------------------------------------------------------------
 // TCP
 
-constexpr uint32_t TCP_MAGIC_HELLO = 0x4c4c4348;  // client -> rank 0
-constexpr uint32_t TCP_MAGIC_ID = 0x4c4c4349;     // rank 0 -> client
+// Version 2 magics (version 1 had no job nonce): a peer of the older format reads as "bad magic".
+constexpr uint32_t TCP_MAGIC_HELLO = 0x4c4c4332;   // client -> rank 0
+constexpr uint32_t TCP_MAGIC_ID = 0x4c4c4932;      // rank 0 -> client: the id
+constexpr uint32_t TCP_MAGIC_REFUSE = 0x4c4c5232;  // rank 0 -> client of another job: no id
 constexpr uint8_t TCP_ACK = 0x41;                 // client -> rank 0 after the id arrived
 constexpr double TCP_HANDSHAKE_LIMIT_S = 10.0;    // a silent connection is dropped after this
 
@@ -78,14 +80,18 @@ struct TcpHello {
     uint32_t magic;
     int32_t num_processes;
     int32_t rank;
+    uint32_t unused;
+    uint64_t job;  // id_exchange_job_nonce of the client's run tag
 };
 struct TcpIdMsg {
     uint32_t magic;
     uint32_t id_len;
     int32_t num_processes;
+    uint32_t unused;
+    uint64_t job;  // rank 0's job nonce
     uint8_t id[NCCL_ID_BYTES];
 };
-static_assert(sizeof(TcpHello) == 12 && sizeof(TcpIdMsg) == 12 + NCCL_ID_BYTES, "wire layout");
+static_assert(sizeof(TcpHello) == 24 && sizeof(TcpIdMsg) == 24 + NCCL_ID_BYTES, "wire layout");
 
 enum class Io { ok, closed, timeout, error };
 
@@ -173,7 +179,8 @@ std::string peer_name(const sockaddr_storage& sa) {
 }
 
 void tcp_server(const uint8_t id[NCCL_ID_BYTES], int num_processes, const char* server_ip, int port,
-                double timeout_s) {
+                double timeout_s, const std::string& tag) {
+    const uint64_t job = id_exchange_job_nonce(tag);
     Address a = resolve(server_ip, port, 0);
     int lfd = socket(a.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (lfd < 0) fatal("rank 0: cannot create a TCP socket: %s", strerror(errno));
@@ -190,7 +197,7 @@ void tcp_server(const uint8_t id[NCCL_ID_BYTES], int num_processes, const char* 
     const double deadline = now_s() + timeout_s;
     std::vector<char> arrived(num_processes, 0);
     int num_arrived = 0;
-    TcpIdMsg msg{TCP_MAGIC_ID, (uint32_t)NCCL_ID_BYTES, num_processes, {}};
+    TcpIdMsg msg{TCP_MAGIC_ID, (uint32_t)NCCL_ID_BYTES, num_processes, 0, job, {}};
     memcpy(msg.id, id, NCCL_ID_BYTES);
 
     while (num_arrived < num_processes - 1) {
@@ -221,6 +228,16 @@ void tcp_server(const uint8_t id[NCCL_ID_BYTES], int num_processes, const char* 
         if (io != Io::ok || hello.magic != TCP_MAGIC_HELLO) {
             fprintf(stderr, "warning: rank 0: ignoring a connection from %s to port %d (%s)\n", who.c_str(), port,
                     io != Io::ok ? io_str(io) : "not an llm.c rank: bad magic");
+            close(cfd);
+            continue;
+        }
+        if (hello.job != job) {
+            // Another job's rank found this port: tell it (it stops with a message) and keep waiting for ours.
+            fprintf(stderr, "warning: rank 0: refusing rank %d from %s: its job nonce %016llx is not this job's "
+                    "%016llx (run tag '%s'); another job uses port %d\n", hello.rank, who.c_str(),
+                    (unsigned long long)hello.job, (unsigned long long)job, tag.c_str(), port);
+            TcpIdMsg refuse{TCP_MAGIC_REFUSE, 0, num_processes, 0, job, {}};
+            send_all(cfd, &refuse, sizeof(refuse), conn_deadline);
             close(cfd);
             continue;
         }
@@ -289,7 +306,8 @@ int connect_before(const Address& a, double deadline, std::string* err) {
 }
 
 void tcp_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* server_ip, int port,
-                double timeout_s) {
+                double timeout_s, const std::string& tag) {
+    const uint64_t job = id_exchange_job_nonce(tag);
     Address a = resolve(server_ip, port, rank);
     const double deadline = now_s() + timeout_s;
     double backoff = 0.05;
@@ -304,11 +322,17 @@ void tcp_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const ch
         attempts++;
         int fd = connect_before(a, deadline, &last_err);
         if (fd >= 0) {
-            TcpHello hello{TCP_MAGIC_HELLO, num_processes, rank};
+            TcpHello hello{TCP_MAGIC_HELLO, num_processes, rank, 0, job};
             TcpIdMsg msg{};
             Io io = send_all(fd, &hello, sizeof(hello), deadline);
             if (io == Io::ok) io = recv_all(fd, &msg, sizeof(msg), deadline);
             if (io == Io::ok) {
+                if (msg.magic == TCP_MAGIC_REFUSE || (msg.magic == TCP_MAGIC_ID && msg.job != job)) {
+                    fatal("rank %d: the rank 0 at %s:%d belongs to another job (its job nonce %016llx, this "
+                          "rank's %016llx from run tag '%s'): give each job its own port (-pp) or run tag "
+                          "($LLMC_RUN_TAG, or $SLURM_JOB_ID under Slurm)", rank, server_ip, port,
+                          (unsigned long long)msg.job, (unsigned long long)job, tag.c_str());
+                }
                 if (msg.magic != TCP_MAGIC_ID || msg.id_len != NCCL_ID_BYTES) {
                     fatal("rank %d: %s:%d answered with a bad header (magic 0x%08x, length %u): not an llm.c "
                           "rank 0, or a different version", rank, server_ip, port, msg.magic, msg.id_len);
@@ -492,14 +516,21 @@ void fs_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const std
 // ----------------------------------------------------------------------------
 
 void id_exchange_tcp(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* server_ip, int port,
-                     double timeout_s) {
+                     double timeout_s, const char* run_tag) {
     check_common_args(rank, num_processes, timeout_s, "NCCL id exchange (tcp)");
     if (num_processes == 1) return;
+    const std::string tag = id_exchange_fs_tag(run_tag);
     if (rank == 0) {
-        tcp_server(id, num_processes, server_ip, port, timeout_s);
+        tcp_server(id, num_processes, server_ip, port, timeout_s, tag);
     } else {
-        tcp_client(id, rank, num_processes, server_ip, port, timeout_s);
+        tcp_client(id, rank, num_processes, server_ip, port, timeout_s, tag);
     }
+}
+
+uint64_t id_exchange_job_nonce(const std::string& tag) {
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+    for (unsigned char c : tag) h = (h ^ c) * 0x100000001b3ull;
+    return h;
 }
 
 std::string id_exchange_fs_tag(const char* run_tag) {

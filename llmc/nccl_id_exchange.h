@@ -7,10 +7,16 @@
  * TCP (id_exchange_tcp)
  *   Rank 0 binds server_ip:port (SO_REUSEADDR, not SO_REUSEPORT: a second server on the same port
  *   must fail loudly), then for each of the num_processes-1 clients: accept, read a hello
- *   {magic, num_processes, rank}, reply {magic, id length 128, num_processes, id}, wait for a 1-byte
- *   ack, close. Clients retry connecting (non-blocking connect, backoff up to 1 s) until timeout_s.
+ *   {magic, num_processes, rank, job}, reply {magic, id length 128, num_processes, job, id}, wait for
+ *   a 1-byte ack, close. Clients retry connecting (non-blocking connect, backoff up to 1 s) until timeout_s.
  *   Every send/recv is looped for partial transfers and EINTR and bounded by the deadline.
- *   Checked: magic, length, equal num_processes, client rank in range and not seen twice.
+ *   Job nonce: job = id_exchange_job_nonce(run tag), the run tag chosen as for the fs exchange below
+ *   ($LLMC_RUN_TAG, $SLURM_JOB_ID...). A hello from another job (different nonce) is answered with a
+ *   refusal and not counted: rank 0 warns and keeps waiting, the foreign client stops with a message
+ *   naming both nonces. A restarted Slurm job (new $SLURM_RESTART_COUNT) has a new tag, so a stale
+ *   rank of the earlier attempt is refused too. Two hand-started jobs with no tag in the environment
+ *   both have tag "default": give them different ports or set $LLMC_RUN_TAG.
+ *   Checked: magic, length, job nonce, equal num_processes, client rank in range and not seen twice.
  *   A connection that sends garbage or nothing within 10 s is dropped with a warning, not counted.
  *   Rank 0's timeout message names the address, how many ranks arrived and which are missing.
  *   server_ip may be an IPv4/IPv6 literal or a host name.
@@ -46,10 +52,13 @@ constexpr size_t NCCL_ID_BYTES = 128;        // sizeof(ncclUniqueId); zero.cuh s
 constexpr int NCCL_ID_DEFAULT_PORT = 12345;  // default TCP port (llm.c's fixed port)
 
 void id_exchange_tcp(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* server_ip,
-                     int port, double timeout_s);
+                     int port, double timeout_s, const char* run_tag);
 
 void id_exchange_fs(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* dir,
                     double timeout_s, const char* run_tag);
 
 // The tag id_exchange_fs uses for run_tag (nullptr or "" = from the environment, as described above).
 std::string id_exchange_fs_tag(const char* run_tag);
+
+// 64-bit job nonce of a run tag (FNV-1a), carried by the TCP hello and reply.
+uint64_t id_exchange_job_nonce(const std::string& tag);

@@ -16,31 +16,43 @@
  *          by mpirun with more than one) stop with a message pointing at -pi tcp / -pi fs.
  *   "tcp"/"fs": rank and size from -pr/-pn; local GPU = rank % gpus_per_node (ranks numbered node by
  *          node, as srun's default block distribution does). The id goes through
- *          llmc/nccl_id_exchange.h (port default NCCL_ID_DEFAULT_PORT; fs run tag from the
- *          environment, e.g. $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
- *   Then cudaSetDevice(local), ncclCommInitRank, a non-blocking nccl_stream and an event without timing.
+ *          llmc/nccl_id_exchange.h (port default NCCL_ID_DEFAULT_PORT; the run tag, which keeps jobs
+ *          apart in both the tcp hello and the fs file names, from the environment, e.g. $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
+ *   Every rank checks that its GPU exists before the id exchange (a rank failing after it would leave
+ *   the others waiting). Then cudaSetDevice(local) and a non-blocking ncclCommInitRankConfig polled
+ *   with ncclCommGetAsyncError for at most MULTI_GPU_INIT_TIMEOUT_S ($LLMC_NCCL_INIT_TIMEOUT_S): past
+ *   it, or on an error, ncclCommAbort and a message naming the rank. Then a non-blocking nccl_stream
+ *   and an event without timing. The communicator stays non-blocking: an NCCL call answering
+ *   ncclInProgress is polled to completion (ncclCheckComm). Waits on the GPU are bounded by the
+ *   caller's watchdog (llmc/watchdog.h, multi_gpu_abort for its abort).
  *   NVLink SHARP / multicast (NVLS) is never used: NCCL_NVLS_ENABLE is forced to 0 before NCCL starts.
  *   The trainer must link llmc/nccl_id_exchange.cpp when MULTI_GPU is defined.
  *
  * Gradients (every call is asynchronous: queued on nccl_stream after the work queued so far on the
  * compute stream; call multi_gpu_wait(cfg, compute) before the compute stream reads the results):
  *   multi_gpu_async_reduce(ptrs, counts, n, cfg, compute), one ncclGroup over the n tensors:
- *     zero_stage 0: ptrs[i][0, counts[i]) = mean over ranks (ncclAllReduce, ncclAvg, in place).
- *     zero_stage 1: with s = ceil(counts[i] / P), ptrs[i][rank*s, rank*s + s) = mean over ranks of that
- *       range (ncclReduceScatter, ncclAvg, in place); the rest of ptrs[i] is left unspecified.
+ *     zero_stage 0: ptrs[i][0, counts[i]) = SUM over ranks (ncclAllReduce, ncclSum, in place).
+ *     zero_stage 1: with s = ceil(counts[i] / P), ptrs[i][rank*s, rank*s + s) = SUM over ranks of that
+ *       range (ncclReduceScatter, ncclSum, in place); the rest of ptrs[i] is left unspecified.
+ *     A sum, not ncclAvg: NCCL's average pre-multiplies by 1/P rounded to the element type, and
+ *     bf16(1/3) = 0.33398 makes P = 3 gradients 0.2% too large (also 5, 6, 7). The caller scales by
+ *     multi_gpu_mean_scale(cfg) = 1/P in fp32 where the gradient is read (the AdamW step, the norm).
  *       Each ptrs[i] must hold multi_gpu_padded_size(counts[i]) = s*P elements, with the padding
  *       [counts[i], s*P) zero and owned by no other tensor (checked among the tensors of one call).
  *       Zero padding stays zero through AdamW (m = v = 0, update 0), so the optimizer may run over the
  *       whole shard multi_gpu_get_shard(counts[i]) = {offset rank*s, size s}.
  *   multi_gpu_all_gather(ptrs, counts, n, cfg, compute) (ZeRO-1, after the update): every rank's shard
  *     of ptrs[i] is copied to all ranks (ncclAllGather in place). No-op for zero_stage 0.
- *   multi_gpu_all_reduce_f32(buf, n, op, cfg, stream): buf[0, n) = sum or mean over ranks, queued on
+ *   multi_gpu_all_reduce_f32(buf, n, op, cfg, stream): buf[0, n) = sum over ranks (the only op), queued on
  *     `stream` itself (for the loss and the ZeRO-1 partial grad norm).
  * Host side (blocking): multi_gpu_barrier (all ranks reach it, and the device is idle),
- *   multi_gpu_cpu_float_sum (sum of one float over ranks: val loss, eval counts).
+ *   multi_gpu_cpu_float_sum (sum of one float over ranks: val loss, eval counts),
+ *   multi_gpu_cpu_float_sums (values[0, n) summed in place, n <= MULTI_GPU_HOST_SLOTS: the step's vote),
+ *   multi_gpu_broadcast_int (rank 0's value to every rank: the resume step).
  */
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,8 +75,12 @@
 #endif
 #endif
 
+constexpr int MULTI_GPU_HOST_SLOTS = 8;  // floats in unified_buffer: the most one host-side collective moves
+
 // Generous: on big clusters ranks can start minutes apart (container pulls, slow shared filesystems).
 constexpr double MULTI_GPU_ID_TIMEOUT_S = 600.0;
+// NCCL's own start-up (connections between ranks that all hold the id) is quick when every rank is alive.
+constexpr double MULTI_GPU_INIT_TIMEOUT_S = 300.0;
 
 struct MultiGpuConfig {
     int process_rank;      // global rank, 0..num_processes-1
@@ -76,7 +92,7 @@ struct MultiGpuConfig {
     ncclComm_t nccl_comm;            // null unless use_nccl
     cudaStream_t nccl_stream;        // all gradient / parameter collectives run here
     cudaEvent_t compute_nccl_sync;   // orders nccl_stream against the compute stream (both ways)
-    float* unified_buffer;           // one device float for barrier and cpu_float_sum (host never touches it)
+    float* unified_buffer;           // MULTI_GPU_HOST_SLOTS device floats for the host-side collectives
 #endif
 };
 
@@ -97,7 +113,10 @@ inline size_t multi_gpu_padded_size(size_t n, const MultiGpuConfig* cfg) {
     return multi_gpu_get_shard(n, cfg).size * (cfg->zero_stage == 0 ? 1 : cfg->num_processes);
 }
 
-enum class MultiGpuOp { sum, avg };
+enum class MultiGpuOp { sum };  // no average: see multi_gpu_async_reduce
+
+// What turns a gradient summed over the ranks into their mean; applied in fp32.
+inline float multi_gpu_mean_scale(const MultiGpuConfig* cfg) { return 1.0f / (float)cfg->num_processes; }
 
 // Checks shared by both builds; every message names the flag.
 inline void multi_gpu_check_args_(int num_processes, int process_rank, int gpus_per_node, const char* init_method,
@@ -112,6 +131,23 @@ inline void multi_gpu_check_args_(int num_processes, int process_rank, int gpus_
     if (process_rank < 0 || process_rank >= num_processes) {
         fatal("-pr %d is outside 0..%d (-pn %d)", process_rank, num_processes - 1, num_processes);
     }
+}
+
+inline double wall_seconds_() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Test hook (scripts/multi_gpu_stop_check.sh): a kernel that never ends, queued on `stream`, so that the
+// next wait on it (or a collective queued behind it) blocks like one whose peer died.
+__global__ void multi_gpu_hang_kernel_(const volatile int* never_set) {
+    while (*never_set == 0) __nanosleep(1000000);
+}
+inline void multi_gpu_test_hang(cudaStream_t stream) {
+    int* flag = nullptr;
+    cudaCheck(cudaMalloc(&flag, sizeof(int)));
+    cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), stream));
+    multi_gpu_hang_kernel_<<<1, 1, 0, stream>>>(flag);
+    cudaCheck(cudaGetLastError());
 }
 
 // LLMC_NCCL_SINGLE=1: run NCCL even with one process (tests the NCCL path on a single GPU).
@@ -141,6 +177,17 @@ inline void nccl_check_(ncclResult_t r, const char* stmt, const char* file, int 
 }
 #define ncclCheck(stmt) do { ncclResult_t r_ = (stmt); \
     if (r_ != ncclSuccess) nccl_check_(r_, #stmt, __FILE__, __LINE__); } while (0)
+
+// A call on a non-blocking communicator may answer ncclInProgress: poll until it is done.
+inline void nccl_settle_(ncclComm_t comm, ncclResult_t r, const char* stmt, const char* file, int line) {
+    while (r == ncclInProgress) {
+        usleep(100);
+        if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
+    }
+    if (r != ncclSuccess) nccl_check_(r, stmt, file, line);
+}
+#define ncclCheckComm(comm, stmt) do { ncclResult_t r_ = (stmt); \
+    if (r_ != ncclSuccess) nccl_settle_(comm, r_, #stmt, __FILE__, __LINE__); } while (0)
 
 #ifdef USE_MPI
 inline void mpi_check_(int err, const char* stmt, const char* file, int line) {
@@ -173,13 +220,52 @@ constexpr ncclDataType_t nccl_type_() {
     else static_assert(sizeof(T) == 0, "no NCCL type for this element type");
 }
 
-inline double multi_gpu_id_timeout_s_() {
-    const char* v = getenv("LLMC_NCCL_ID_TIMEOUT_S");
-    if (v == nullptr || v[0] == '\0') return MULTI_GPU_ID_TIMEOUT_S;
+inline double multi_gpu_env_seconds_(const char* var, double fallback) {
+    const char* v = getenv(var);
+    if (v == nullptr || v[0] == '\0') return fallback;
     char* end = nullptr;
     double t = strtod(v, &end);
-    if (*end != '\0' || !(t > 0)) fatal("$LLMC_NCCL_ID_TIMEOUT_S must be a positive number of seconds, got '%s'", v);
+    if (*end != '\0' || !(t > 0)) fatal("$%s must be a positive number of seconds, got '%s'", var, v);
     return t;
+}
+
+// The GPU this rank will use must exist: checked before the id exchange, so a bad -pg or
+// CUDA_VISIBLE_DEVICES stops this rank before the others wait for it.
+inline void multi_gpu_check_device_(const MultiGpuConfig& cfg) {
+    int device_count = 0;
+    if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+        fatal("%sno CUDA GPU found: train_gpt2cu needs an NVIDIA GPU of compute capability 8.0 or newer",
+              cfg.num_processes > 1 ? ("rank " + std::to_string(cfg.process_rank) + ": ").c_str() : "");
+    }
+    if (cfg.local_device_idx >= device_count) {
+        fatal("rank %d would use GPU %d of this node, but only %d are visible (check -pg, the number of "
+              "processes per node, and CUDA_VISIBLE_DEVICES)", cfg.process_rank, cfg.local_device_idx, device_count);
+    }
+}
+
+// ncclCommInitRank, non-blocking, polled until done or timeout_s has passed (then aborted).
+inline ncclComm_t multi_gpu_comm_init_(int num_processes, const ncclUniqueId& id, int rank, double timeout_s) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, num_processes, id, rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) nccl_check_(r, "ncclCommInitRankConfig", __FILE__, __LINE__);
+    const double t0 = wall_seconds_();
+    while (r == ncclInProgress) {
+        if (wall_seconds_() - t0 > timeout_s) {
+            ncclCommAbort(comm);
+            fatal("rank %d: NCCL start-up (ncclCommInitRank of %d ranks) did not finish within %.0f s: a rank is "
+                  "missing, stopped, or cannot reach this one (NCCL_SOCKET_IFNAME?); set the limit with "
+                  "$LLMC_NCCL_INIT_TIMEOUT_S", rank, num_processes, timeout_s);
+        }
+        usleep(1000);
+        ncclCheck(ncclCommGetAsyncError(comm, &r));
+    }
+    if (r != ncclSuccess) {
+        ncclCommAbort(comm);
+        nccl_check_(r, "ncclCommInitRankConfig (asynchronous)", __FILE__, __LINE__);
+    }
+    return comm;
 }
 
 inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank, int gpus_per_node,
@@ -210,6 +296,7 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
                   num_processes, cfg.num_processes);
         }
         cfg.local_device_idx = multi_gpu_mpi_local_rank_(cfg.process_rank, cfg.num_processes);
+        multi_gpu_check_device_(cfg);
         cfg.use_nccl = cfg.num_processes > 1 || multi_gpu_force_nccl_();
         if (cfg.use_nccl) {
             if (cfg.process_rank == 0) ncclCheck(ncclGetUniqueId(&id));
@@ -230,31 +317,28 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
         cfg.process_rank = process_rank;
         cfg.num_processes = num_processes;
         cfg.local_device_idx = process_rank % gpus_per_node;
+        multi_gpu_check_device_(cfg);
         cfg.use_nccl = num_processes > 1 || multi_gpu_force_nccl_();
         if (cfg.use_nccl) {
             if (process_rank == 0) ncclCheck(ncclGetUniqueId(&id));
             uint8_t* blob = reinterpret_cast<uint8_t*>(&id);
-            double timeout_s = multi_gpu_id_timeout_s_();
+            double timeout_s = multi_gpu_env_seconds_("LLMC_NCCL_ID_TIMEOUT_S", MULTI_GPU_ID_TIMEOUT_S);
             if (strcmp(init_method, "tcp") == 0) {
-                id_exchange_tcp(blob, process_rank, num_processes, server_ip, port, timeout_s);
+                id_exchange_tcp(blob, process_rank, num_processes, server_ip, port, timeout_s, nullptr);
             } else {
                 id_exchange_fs(blob, process_rank, num_processes, fs_path, timeout_s, nullptr);
             }
         }
     }
 
-    int device_count = 0;
-    cudaCheck(cudaGetDeviceCount(&device_count));
-    if (cfg.local_device_idx >= device_count) {
-        fatal("rank %d would use GPU %d of this node, but only %d are visible (check -pg, the number of "
-              "processes per node, and CUDA_VISIBLE_DEVICES)", cfg.process_rank, cfg.local_device_idx, device_count);
-    }
+    multi_gpu_check_device_(cfg);  // the mpi build without MPI reaches here unchecked
     cudaCheck(cudaSetDevice(cfg.local_device_idx));
     if (cfg.use_nccl) {
-        ncclCheck(ncclCommInitRank(&cfg.nccl_comm, cfg.num_processes, id, cfg.process_rank));
+        cfg.nccl_comm = multi_gpu_comm_init_(cfg.num_processes, id, cfg.process_rank,
+                                             multi_gpu_env_seconds_("LLMC_NCCL_INIT_TIMEOUT_S", MULTI_GPU_INIT_TIMEOUT_S));
         cudaCheck(cudaStreamCreateWithFlags(&cfg.nccl_stream, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&cfg.compute_nccl_sync, cudaEventDisableTiming));
-        cudaCheck(cudaMalloc(&cfg.unified_buffer, sizeof(float)));
+        cudaCheck(cudaMalloc(&cfg.unified_buffer, MULTI_GPU_HOST_SLOTS * sizeof(float)));
     }
     return cfg;
 }
@@ -262,7 +346,9 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
 inline void multi_gpu_config_free(MultiGpuConfig* cfg) {
     if (cfg->use_nccl && cfg->nccl_comm != nullptr) {
         cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
-        ncclCheck(ncclCommDestroy(cfg->nccl_comm));
+        ncclCheckComm(cfg->nccl_comm, ncclCommFinalize(cfg->nccl_comm));
+        const ncclResult_t r = ncclCommDestroy(cfg->nccl_comm);  // after a finalize, in progress is done enough
+        if (r != ncclSuccess && r != ncclInProgress) nccl_check_(r, "ncclCommDestroy", __FILE__, __LINE__);
         cudaCheck(cudaStreamDestroy(cfg->nccl_stream));
         cudaCheck(cudaEventDestroy(cfg->compute_nccl_sync));
         cudaFreeCheck(&cfg->unified_buffer);
@@ -278,22 +364,50 @@ inline void multi_gpu_config_free(MultiGpuConfig* cfg) {
 #endif
 }
 
+// For a watchdog on another thread: ends the communicator's pending work so no rank waits on this one.
+inline void multi_gpu_abort(MultiGpuConfig* cfg) {
+    if (cfg->use_nccl && cfg->nccl_comm != nullptr) ncclCommAbort(cfg->nccl_comm);
+}
+
+// Test hook: the next host-side collective (queued on nccl_stream) never completes.
+inline void multi_gpu_test_hang_collectives(MultiGpuConfig* cfg, cudaStream_t compute) {
+    multi_gpu_test_hang(cfg->use_nccl ? cfg->nccl_stream : compute);
+}
+
 // Returns once every rank has called it and this device is idle.
 inline void multi_gpu_barrier(const MultiGpuConfig* cfg) {
     if (cfg->use_nccl) {
-        ncclCheck(ncclAllReduce(cfg->unified_buffer, cfg->unified_buffer, 1, ncclFloat, ncclSum, cfg->nccl_comm,
-                                cfg->nccl_stream));
+        ncclCheckComm(cfg->nccl_comm, ncclAllReduce(cfg->unified_buffer, cfg->unified_buffer, 1, ncclFloat, ncclSum,
+                                                    cfg->nccl_comm, cfg->nccl_stream));
     }
     cudaCheck(cudaDeviceSynchronize());
 }
 
+// values[0, n) = their sums over all ranks (blocking; for a few host-side numbers per step).
+inline void multi_gpu_cpu_float_sums(float* values, int n, MultiGpuConfig* cfg) {
+    if (n < 1 || n > MULTI_GPU_HOST_SLOTS) fatal("multi_gpu_cpu_float_sums: n = %d outside 1..%d", n, MULTI_GPU_HOST_SLOTS);
+    if (!cfg->use_nccl) return;
+    float* buf = cfg->unified_buffer;
+    cudaCheck(cudaMemcpyAsync(buf, values, n * sizeof(float), cudaMemcpyHostToDevice, cfg->nccl_stream));
+    ncclCheckComm(cfg->nccl_comm, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cfg->nccl_comm, cfg->nccl_stream));
+    cudaCheck(cudaMemcpyAsync(values, buf, n * sizeof(float), cudaMemcpyDeviceToHost, cfg->nccl_stream));
+    cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
+}
+
 // Sum of `value` over all ranks (blocking; for rare host-side numbers such as the val loss).
 inline float multi_gpu_cpu_float_sum(float value, MultiGpuConfig* cfg) {
+    multi_gpu_cpu_float_sums(&value, 1, cfg);
+    return value;
+}
+
+// Rank 0's value, on every rank (blocking).
+inline int multi_gpu_broadcast_int(int value, MultiGpuConfig* cfg) {
     if (!cfg->use_nccl) return value;
-    float* buf = cfg->unified_buffer;
-    cudaCheck(cudaMemcpyAsync(buf, &value, sizeof(float), cudaMemcpyHostToDevice, cfg->nccl_stream));
-    ncclCheck(ncclAllReduce(buf, buf, 1, ncclFloat, ncclSum, cfg->nccl_comm, cfg->nccl_stream));
-    cudaCheck(cudaMemcpyAsync(&value, buf, sizeof(float), cudaMemcpyDeviceToHost, cfg->nccl_stream));
+    static_assert(sizeof(int) == sizeof(float), "the int travels in one slot of unified_buffer");
+    int* buf = reinterpret_cast<int*>(cfg->unified_buffer);
+    cudaCheck(cudaMemcpyAsync(buf, &value, sizeof(int), cudaMemcpyHostToDevice, cfg->nccl_stream));
+    ncclCheckComm(cfg->nccl_comm, ncclBroadcast(buf, buf, 1, ncclInt32, 0, cfg->nccl_comm, cfg->nccl_stream));
+    cudaCheck(cudaMemcpyAsync(&value, buf, sizeof(int), cudaMemcpyDeviceToHost, cfg->nccl_stream));
     cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
     return value;
 }
@@ -324,15 +438,15 @@ void multi_gpu_async_reduce(T* const* ptrs, const size_t* counts, int n, MultiGp
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < n; i++) {
         if (cfg->zero_stage == 0) {
-            ncclCheck(ncclAllReduce(ptrs[i], ptrs[i], counts[i], nccl_type_<T>(), ncclAvg, cfg->nccl_comm,
-                                    cfg->nccl_stream));
+            ncclCheckComm(cfg->nccl_comm, ncclAllReduce(ptrs[i], ptrs[i], counts[i], nccl_type_<T>(), ncclSum,
+                                                        cfg->nccl_comm, cfg->nccl_stream));
         } else {
             Shard s = multi_gpu_get_shard(counts[i], cfg);
-            ncclCheck(ncclReduceScatter(ptrs[i], ptrs[i] + s.offset, s.size, nccl_type_<T>(), ncclAvg,
-                                        cfg->nccl_comm, cfg->nccl_stream));
+            ncclCheckComm(cfg->nccl_comm, ncclReduceScatter(ptrs[i], ptrs[i] + s.offset, s.size, nccl_type_<T>(),
+                                                            ncclSum, cfg->nccl_comm, cfg->nccl_stream));
         }
     }
-    ncclCheck(ncclGroupEnd());
+    ncclCheckComm(cfg->nccl_comm, ncclGroupEnd());
 }
 
 // The compute stream waits for every collective queued so far on nccl_stream.
@@ -349,16 +463,16 @@ void multi_gpu_all_gather(T* const* ptrs, const size_t* counts, int n, MultiGpuC
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < n; i++) {
         Shard s = multi_gpu_get_shard(counts[i], cfg);
-        ncclCheck(ncclAllGather(ptrs[i] + s.offset, ptrs[i], s.size, nccl_type_<T>(), cfg->nccl_comm,
-                                cfg->nccl_stream));
+        ncclCheckComm(cfg->nccl_comm, ncclAllGather(ptrs[i] + s.offset, ptrs[i], s.size, nccl_type_<T>(),
+                                                    cfg->nccl_comm, cfg->nccl_stream));
     }
-    ncclCheck(ncclGroupEnd());
+    ncclCheckComm(cfg->nccl_comm, ncclGroupEnd());
 }
 
 inline void multi_gpu_all_reduce_f32(float* buf, size_t n, MultiGpuOp op, MultiGpuConfig* cfg, cudaStream_t stream) {
     if (!cfg->use_nccl) return;
-    ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, op == MultiGpuOp::avg ? ncclAvg : ncclSum, cfg->nccl_comm,
-                            stream));
+    (void)op;
+    ncclCheckComm(cfg->nccl_comm, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, cfg->nccl_comm, stream));
 }
 
 #else
@@ -383,8 +497,12 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
 }
 
 inline void multi_gpu_config_free(MultiGpuConfig*) {}
+inline void multi_gpu_abort(MultiGpuConfig*) {}
+inline void multi_gpu_test_hang_collectives(MultiGpuConfig*, cudaStream_t compute) { multi_gpu_test_hang(compute); }
 inline void multi_gpu_barrier(const MultiGpuConfig*) { cudaCheck(cudaDeviceSynchronize()); }
+inline void multi_gpu_cpu_float_sums(float*, int, MultiGpuConfig*) {}
 inline float multi_gpu_cpu_float_sum(float value, MultiGpuConfig*) { return value; }
+inline int multi_gpu_broadcast_int(int value, MultiGpuConfig*) { return value; }
 template <class T>
 void multi_gpu_async_reduce(T* const*, const size_t*, int, MultiGpuConfig*, cudaStream_t) {}
 inline void multi_gpu_wait(MultiGpuConfig*, cudaStream_t) {}

@@ -35,7 +35,9 @@ mkdir -p "$D/fs"
 LLMC_NCCL_SINGLE=1 "$D/bin_nccl" "${COMMON[@]}" -z 1 -pi fs -pn 1 -pr 0 -pf "$D/fs" -o "$D/fs_z1" > "$D/fs_z1.log" 2>&1
 check "NCCL build, -z 1, -pi fs" "$D/fs_z1.log" "$D/fs_z1"
 if command -v mpirun > /dev/null; then
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 1 -x LLMC_NCCL_SINGLE=1 -x NCCL_NVLS_ENABLE=0 \
+    source scripts/mpi_launch.sh
+    mpirun_cmd   # --allow-run-as-root only as root
+    "${MPIRUN[@]}" -np 1 -x LLMC_NCCL_SINGLE=1 -x NCCL_NVLS_ENABLE=0 \
         "$D/bin_nccl" "${COMMON[@]}" -z 0 -pi mpi -o "$D/mpi_z0" > "$D/mpi_z0.log" 2>&1
     check "NCCL build, -z 0, mpirun -np 1" "$D/mpi_z0.log" "$D/mpi_z0"
 else

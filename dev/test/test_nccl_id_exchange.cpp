@@ -97,10 +97,10 @@ Result join(const Child& c, double limit_s = 20) {
 }
 
 // Exit codes of the rank functions: 0 = got the expected id, 2 = got some other id; fatal() gives 1.
-int tcp_rank(const Id& expected, int rank, int n, int port, double timeout_s) {
+int tcp_rank(const Id& expected, int rank, int n, int port, double timeout_s, const char* tag = "job") {
     Id id(NCCL_ID_BYTES, 0);
     if (rank == 0) id = expected;
-    id_exchange_tcp(id.data(), rank, n, "127.0.0.1", port, timeout_s);
+    id_exchange_tcp(id.data(), rank, n, "127.0.0.1", port, timeout_s, tag);
     return id == expected ? 0 : 2;
 }
 
@@ -229,12 +229,12 @@ public:
         listen(lfd_, 4);
     }
     ~FakeServer() { close(lfd_); }
-    // Accepts one client, reads its 12-byte hello, sends reply in pieces of `chunk` bytes.
+    // Accepts one client, reads its 24-byte hello, sends reply in pieces of `chunk` bytes.
     bool serve_once(const std::vector<uint8_t>& reply, size_t chunk) {
         pollfd pfd{lfd_, POLLIN, 0};
         if (poll(&pfd, 1, 5000) != 1) return false;
         int fd = accept(lfd_, nullptr, nullptr);
-        uint8_t hello[12];
+        uint8_t hello[24];
         size_t got = 0;
         while (got < sizeof(hello)) {
             ssize_t r = recv(fd, hello + got, sizeof(hello) - got, 0);
@@ -255,12 +255,16 @@ private:
     int lfd_;
 };
 
-std::vector<uint8_t> wire_reply(uint32_t magic, uint32_t len, int32_t n, const Id& id) {
-    std::vector<uint8_t> m(12 + NCCL_ID_BYTES);
+constexpr uint32_t WIRE_MAGIC_ID = 0x4c4c4932;
+
+std::vector<uint8_t> wire_reply(uint32_t magic, uint32_t len, int32_t n, const Id& id,
+                                uint64_t job = id_exchange_job_nonce("job")) {
+    std::vector<uint8_t> m(24 + NCCL_ID_BYTES, 0);
     memcpy(m.data(), &magic, 4);
     memcpy(m.data() + 4, &len, 4);
     memcpy(m.data() + 8, &n, 4);
-    memcpy(m.data() + 12, id.data(), NCCL_ID_BYTES);
+    memcpy(m.data() + 16, &job, 8);
+    memcpy(m.data() + 24, id.data(), NCCL_ID_BYTES);
     return m;
 }
 
@@ -269,7 +273,7 @@ TEST_F(IdExchange, TcpClientReassemblesAReplySentByteByByte) {
     Id id = random_id();
     FakeServer server(port);
     Child c = spawn(logs, "r1", [&] { return tcp_rank(id, 1, 2, port, 3); });
-    EXPECT_TRUE(server.serve_once(wire_reply(0x4c4c4349, NCCL_ID_BYTES, 2, id), 1));
+    EXPECT_TRUE(server.serve_once(wire_reply(WIRE_MAGIC_ID, NCCL_ID_BYTES, 2, id), 1));
     Result res = join(c);
     EXPECT_EQ(res.exit_code, 0) << res.err;
 }
@@ -284,6 +288,52 @@ TEST_F(IdExchange, TcpClientRejectsABadHeader) {
     EXPECT_EQ(res.exit_code, 1);
     EXPECT_TRUE(contains(res.err, "bad header")) << res.err;
     EXPECT_TRUE(contains(res.err, "127.0.0.1:" + std::to_string(port))) << res.err;
+}
+
+TEST_F(IdExchange, TcpRank0RefusesAnotherJobsRankAndWaitsForItsOwn) {
+    const int port = free_port();
+    Id id = random_id();
+    Child r0 = spawn(logs, "r0", [&] { return tcp_rank(id, 0, 2, port, 3, "jobA"); });
+    Result foreign = join(spawn(logs, "b1", [&] { return tcp_rank(id, 1, 2, port, 3, "jobB"); }));
+    Child own = spawn(logs, "a1", [&] { return tcp_rank(id, 1, 2, port, 3, "jobA"); });
+    Result res0 = join(r0), res_own = join(own);
+    EXPECT_EQ(foreign.exit_code, 1);
+    EXPECT_TRUE(contains(foreign.err, "belongs to another job")) << foreign.err;
+    EXPECT_TRUE(contains(foreign.err, "run tag 'jobB'")) << foreign.err;
+    EXPECT_EQ(res0.exit_code, 0) << res0.err;
+    EXPECT_TRUE(contains(res0.err, "refusing rank 1")) << res0.err;
+    EXPECT_EQ(res_own.exit_code, 0) << res_own.err;
+}
+
+TEST_F(IdExchange, TcpTagComesFromTheEnvironmentWhenNotGiven) {
+    const int port = free_port();
+    Id id = random_id();
+    setenv("LLMC_RUN_TAG", "envjob", 1);
+    Child r0 = spawn(logs, "r0", [&] { return tcp_rank(id, 0, 2, port, 3, nullptr); });
+    Result foreign = join(spawn(logs, "b1", [&] { return tcp_rank(id, 1, 2, port, 3, "other"); }));
+    Result own = join(spawn(logs, "a1", [&] { return tcp_rank(id, 1, 2, port, 3, "envjob"); }));
+    unsetenv("LLMC_RUN_TAG");
+    Result res0 = join(r0);
+    EXPECT_EQ(foreign.exit_code, 1) << foreign.err;
+    EXPECT_EQ(own.exit_code, 0) << own.err;
+    EXPECT_EQ(res0.exit_code, 0) << res0.err;
+}
+
+TEST_F(IdExchange, TcpClientRejectsAReplyOfAnotherJob) {
+    const int port = free_port();
+    Id id = random_id();
+    FakeServer server(port);
+    Child c = spawn(logs, "r1", [&] { return tcp_rank(id, 1, 2, port, 3); });
+    server.serve_once(wire_reply(WIRE_MAGIC_ID, NCCL_ID_BYTES, 2, id, id_exchange_job_nonce("other")), 64);
+    Result res = join(c);
+    EXPECT_EQ(res.exit_code, 1);
+    EXPECT_TRUE(contains(res.err, "belongs to another job")) << res.err;
+}
+
+TEST_F(IdExchange, JobNoncesOfDifferentTagsDiffer) {
+    EXPECT_NE(id_exchange_job_nonce("123"), id_exchange_job_nonce("124"));
+    EXPECT_NE(id_exchange_job_nonce("123.0"), id_exchange_job_nonce("123.0.r1"));
+    EXPECT_EQ(id_exchange_job_nonce("abc"), id_exchange_job_nonce(std::string("abc")));
 }
 
 // ----------------------------------------------------------------------------
@@ -401,7 +451,7 @@ TEST_F(IdExchange, BadArgumentsAreFatal) {
     EXPECT_TRUE(contains(r.err, "[A-Za-z0-9._-]")) << r.err;
     r = join(spawn(logs, "d", [&] {
         Id x(NCCL_ID_BYTES);
-        id_exchange_tcp(x.data(), 1, 2, "", 12345, 1);
+        id_exchange_tcp(x.data(), 1, 2, "", 12345, 1, nullptr);
         return 0;
     }));
     EXPECT_EQ(r.exit_code, 1);
@@ -410,7 +460,7 @@ TEST_F(IdExchange, BadArgumentsAreFatal) {
 
 TEST_F(IdExchange, SingleProcessReturnsAtOnce) {
     Id id = random_id(), copy = id;
-    id_exchange_tcp(id.data(), 0, 1, "", 0, 1);        // no address needed, nothing opened
+    id_exchange_tcp(id.data(), 0, 1, "", 0, 1, nullptr);        // no address needed, nothing opened
     id_exchange_fs(id.data(), 0, 1, "", 1, nullptr);
     EXPECT_EQ(id, copy);
 }

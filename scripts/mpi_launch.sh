@@ -1,0 +1,69 @@
+# Helpers for scripts that start train_gpt2cu under mpirun (source it; bash only).
+#   mpirun_cmd                  prints nothing; sets the array MPIRUN: mpirun, plus --allow-run-as-root
+#                               only when running as root (Open MPI refuses root without it)
+#   descendants PID             every process below PID (children, grandchildren, ...), one per line
+#   trainer_pids PID            those descendants that are train_gpt2cu processes (the ranks)
+#   kill_tree PID               SIGKILL to PID and every descendant (a crash of the whole job: Open
+#                               MPI puts each rank in its own process group, so kill -- -PGID misses them)
+#   run_forwarding_term CMD...  runs CMD in its own session and waits for it. A SIGTERM / SIGINT to
+#                               this shell goes to the ranks only (trainer_pids), not to mpirun: Open
+#                               MPI's mpirun answers SIGTERM with SIGTERM to the ranks and SIGKILL a
+#                               few seconds later, before a large checkpoint is written. The ranks
+#                               agree to stop, checkpoint and exit 0; mpirun then exits with them.
+#                               Returns CMD's exit code; sets FORWARDED_SIGNAL=1 when it forwarded one.
+#   error_recurs RC LOG         true when exit code RC with the trainer's stderr in LOG is an error a
+#                               restart would repeat: exit 1 with an "error: " line (fatal(): a flag, a
+#                               file, the data, a NaN loss), unless the error is about waiting for a
+#                               peer ("timed out", the watchdog's "did not finish within"). CUDA / NCCL
+#                               library errors ("[CUDA error]"), crashes and kills count as transient.
+
+mpirun_cmd() {
+    MPIRUN=(mpirun)
+    [ "$(id -u)" -eq 0 ] && MPIRUN+=(--allow-run-as-root)
+    return 0
+}
+
+descendants() {
+    local kid
+    for kid in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+        echo "$kid"
+        descendants "$kid"
+    done
+}
+
+trainer_pids() {  # by the program's name in its first two words (a script run through env shows as bash)
+    local p
+    for p in $(descendants "$1"); do
+        ps -o args= -p "$p" 2>/dev/null | awk '{ for (i = 1; i <= 2 && i <= NF; i++) { n = split($i, a, "/"); if (a[n] == "train_gpt2cu") f = 1 } }
+                                            END { exit !f }' && echo "$p"
+    done
+    return 0
+}
+
+kill_tree() {
+    local pids
+    pids="$1 $(descendants "$1")"
+    kill -STOP $pids 2>/dev/null   # nobody respawns or exits cleanly while the list is killed
+    kill -9 $pids 2>/dev/null
+    return 0
+}
+
+error_recurs() {
+    [ "$1" -eq 1 ] || return 1
+    grep -q '^error: ' "$2" 2>/dev/null || return 1
+    ! grep -qE 'timed out|did not finish within' "$2"
+}
+
+run_forwarding_term() {
+    local pid rc
+    FORWARDED_SIGNAL=0
+    setsid "$@" &
+    pid=$!
+    trap 'FORWARDED_SIGNAL=1; echo "forwarding SIGTERM to the ranks of pid $pid: $(trainer_pids $pid | tr "\n" " ")" >&2; kill -TERM $(trainer_pids $pid) 2>/dev/null' TERM INT
+    while true; do
+        wait "$pid"; rc=$?
+        kill -0 "$pid" 2>/dev/null || break   # wait returned for a trapped signal: keep waiting
+    done
+    trap - TERM INT
+    return $rc
+}
