@@ -660,7 +660,7 @@ int main(int argc, char** argv) {
             }
             fflush(stdout);
         }
-        logger_log_train(&tr.logger, step + 1, loss, lr, norm);
+        logger_log_train(&tr.logger, step, loss, lr, norm);  // "s:<loop index>" as llm.c (logger.h)
         if (c.gpu_log_every > 0 && (step + 1) % c.gpu_log_every == 0 && is_rank0(tr)) gpu_monitor_print(&gpu_monitor);
     }
     if (is_rank0(tr) && timed_steps > 0) {
