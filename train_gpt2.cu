@@ -22,6 +22,7 @@
 #include "llmc/run_state.h"
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
+#include "llmc/train_plan.h"
 #include "llmc/zero.cuh"
 
 // ----------------------------------------------------------------------------
@@ -30,21 +31,21 @@
 struct TrainConfig {
     std::string train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin";  // -i
     std::string val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin";      // -j
-    std::string init = "d12";         // -e: checkpoint file, dN / gpt2:dN or custom:L<n>,C<n>,NH<n>
+    std::string init = DEFAULT_INIT_FILE;  // -e: checkpoint file, dN / gpt2:dN / gpt3:cN / custom:...
     std::string output_dir;           // -o
     std::string eval_file = "dev/data/hellaswag/hellaswag_val.bin";
     std::string tokenizer_file = "gpt2_tokenizer.bin";
     int B = 4;                        // -b
     int T = 1024;                     // -t
     long total_batch = -1;            // -d (tokens); -1 = B*T*processes
-    int max_steps = -1;               // -x
+    int max_steps = -1;               // -x: -1 = one epoch, 0 = no update (train_plan.h)
     std::string schedule = "cosine";  // -k
     float lr = 3e-4f;                 // -l
     int warmup = 0;                   // -u
     float final_lr_frac = 1.0f;       // -q
     float weight_decay = 0.0f;        // -c
     int val_every = 20;               // -v
-    int val_max_steps = 20;           // -m
+    int val_max_steps = 20;           // -m: -1 = whole val split
     int sample_every = 20;            // -s
     int gen_tokens = 64;              // -g
     int hellaswag = 0;                // -h
@@ -61,7 +62,7 @@ struct TrainConfig {
     int matmul_autotune = 1;          // -ma (ours): fastest bitwise-equal cuBLASLt algorithm per GEMM shape
     float skip_loss_z = 0.0f;         // -sl
     float skip_norm_z = 0.0f;         // -sg
-    int gpu_log_every = 0;            // -lg
+    int gpu_log_every = -1;           // -lg: <= 0 off (llm.c's default -1)
     int shuffle = 0;                  // -sh (ours): shuffle training data each epoch
     int phase_timing = 0;             // -pt (ours): print GPU time per phase of the step at the end
     uint64_t seed = 42;               // -seed (ours): random init and shuffling
@@ -79,27 +80,31 @@ static void print_usage() {
     printf(
         "usage: train_gpt2cu [flags], each flag followed by a value\n"
         "  -i <glob>  train token shards          -j <glob>  val token shards\n"
-        "  -e <init>  checkpoint .bin, or a GPT-2 shape dN / gpt2:dN: d12 = 124M (12 layers, C 768, 12 heads),\n"
-        "             d24 = 350M (24, 1024, 16), d36 = 774M (36, 1280, 20), d48 = 1558M (48, 1600, 25);\n"
-        "             also d6, d60, d72, d84, and custom:L<layers>,C<channels>,NH<heads> (head size 64)\n"
+        "  -e <init>  checkpoint .bin (default gpt2_124M_bf16.bin, as llm.c), or random init of a shape:\n"
+        "             GPT-2 dN / gpt2:dN: d12 = 124M (12 layers, C 768, 12 heads), d24 = 350M (24, 1024, 16),\n"
+        "             d36 = 774M (36, 1280, 20), d48 = 1558M (48, 1600, 25); also d6, d60, d72, d84;\n"
+        "             GPT-3 gpt3:cC (maxT 2048): c384, c768, c1024, c1536, c2048, c2560, c4096, c12288;\n"
+        "             custom:L<layers>,C<channels>,NH<heads>\n"
         "  -o <dir>   output dir: main.log and checkpoints\n"
         "  -b <int>   micro-batch per GPU (4)     -t <int>   sequence length (1024)\n"
         "  -d <int>   total batch in tokens (B*T*processes); gradient accumulation = d / (B*T*processes)\n"
-        "  -x <int>   max steps (-1 = one epoch)\n"
+        "  -x <int>   steps (-1 = one epoch: train tokens / -d, rounded down; 0 = none)\n"
         "  -k <name>  LR schedule cosine|linear|constant|wsd   -l <float> max LR (3e-4)\n"
         "  -u <int>   warmup steps (0)            -q <float> final LR fraction (1.0)\n"
         "  -c <float> weight decay, 2-D tensors (0.0)\n"
-        "  -v <int>   val loss every N steps (20) -m <int>   max val batches (20)\n"
+        "  -v <int>   val loss every N steps (20) -m <int>   val batches (20; -1 = whole val split)\n"
         "  -s <int>   sample every N steps (20)   -g <int>   tokens to generate (64)\n"
-        "  -h <0|1>   multiple-choice eval (0)\n"
-        "  -n <int>   checkpoint every N steps (0 = never)   -nk <int> keep last N   -nm <int> keep multiples of N\n"
+        "  -h <0|1>   multiple-choice eval every -v steps from step -v on, and at the end (0)\n"
+        "  -n <int>   with -o, checkpoint every N steps and at the end (0 = never; a signal still saves)\n"
+        "  -nk <int>  after writing step S, delete step S - nk*n (0 = keep all) unless it is a multiple of\n"
+        "  -nm <int>  (0 = none): those major checkpoints are never deleted\n"
         "  -y <0|1>   resume from the newest complete checkpoint in -o\n"
         "  -r <0|1|2> recompute: none, GELU, GELU + LayerNorm (1)\n"
         "  -ge <0|1|2> GELU fused into matmul: off, forward, forward+backward (0)\n"
         "  -w <0|1>   fp32 master weights (1)     -z <0|1>   ZeRO stage (0)\n"
         "  -a <0|1>   overfit a single batch (0)  -f <0|1>   allow TF32 in FP32 builds (1)\n"
         "  -sl <float> / -sg <float>  skip update when loss / grad-norm z-score exceeds this (0 = off)\n"
-        "  -lg <int>  print GPU utilisation every N steps (0 = off)\n"
+        "  -lg <int>  print GPU utilisation every N steps (-1 = off)\n"
         "  -sh <0|1>  shuffle training data (0)   -seed <int> random seed (42)\n"
         "  -pt <0|1>  time each phase of the step on the GPU and print a table at the end (0)\n"
         "  -ma <0|1>  per GEMM shape, the fastest cuBLASLt algorithm among those giving the same bits as\n"
@@ -203,10 +208,15 @@ static TrainConfig parse_args(int argc, char** argv) {
     require_range("-pn", c.num_processes, 1, 1 << 16);
     require_range("-pr", c.process_rank, 0, c.num_processes - 1);
     require_range("-pp", c.port, 1, 65535);
-    for (auto [flag, value] : {std::pair<const char*, int>{"-v", c.val_every}, {"-m", c.val_max_steps},
-                               {"-s", c.sample_every}, {"-g", c.gen_tokens}, {"-n", c.checkpoint_every},
-                               {"-nk", c.keep_last}, {"-nm", c.keep_multiple}, {"-u", c.warmup}, {"-lg", c.gpu_log_every}}) {
+    for (auto [flag, value] : {std::pair<const char*, int>{"-v", c.val_every}, {"-s", c.sample_every},
+                               {"-g", c.gen_tokens}, {"-n", c.checkpoint_every}, {"-nk", c.keep_last},
+                               {"-nm", c.keep_multiple}, {"-u", c.warmup}}) {
         if (value < 0) fatal("flag %s must be >= 0, got %d", flag, value);
+    }
+    for (auto [flag, value] : {std::pair<const char*, int>{"-x", c.max_steps}, {"-m", c.val_max_steps},
+                               {"-lg", c.gpu_log_every}}) {
+        if (value < -1) fatal("flag %s must be >= -1 (-1: %s), got %d", flag,
+                              flag[1] == 'x' ? "one epoch" : flag[1] == 'm' ? "whole val split" : "off", value);
     }
     if (c.lr < 0.0f) fatal("flag -l must be >= 0, got %g", c.lr);
     if (c.final_lr_frac < 0.0f || c.final_lr_frac > 1.0f) fatal("flag -q must be in [0, 1], got %g", c.final_lr_frac);
@@ -241,7 +251,9 @@ struct Trainer {
     OutlierDetector loss_outlier, norm_outlier;
     int grad_accum = 1;
     int train_num_batches = 0;
+    int val_num_batches = 0;
     int start_step = 0;
+    bool resumed = false;  // start_step comes from a checkpoint
     uint64_t sample_rng = 1337;
     GpuPeak peak;
 };
@@ -252,7 +264,7 @@ static float evaluate_val_loss(Trainer& tr) {
     GPT2& m = tr.model;
     const int B = tr.cfg.B, T = tr.cfg.T;
     dataloader_reset(&tr.val_loader);
-    const int steps = std::min<int>(tr.cfg.val_max_steps, (int)dataloader_num_batches(&tr.val_loader));
+    const int steps = tr.val_num_batches;  // may exceed the split: the loader wraps, as llm.c's
     double sum = 0.0;
     for (int i = 0; i < steps; i++) {
         dataloader_next_batch(&tr.val_loader);
@@ -340,8 +352,17 @@ static void save_checkpoint(Trainer& tr, int step) {
     multi_gpu_barrier(&tr.mp);
     if (is_rank0(tr)) {
         ckpt_write_done(dir, step);
-        ckpt_prune(dir, tr.cfg.keep_last, tr.cfg.keep_multiple, step);
         printf("checkpoint: wrote step %d to %s\n", step, dir.c_str());
+    }
+    // llm.c's -nk/-nm rule (train_plan.h): one older checkpoint goes, DONE first
+    const int old_step = checkpoint_to_delete(step, tr.cfg.checkpoint_every, tr.cfg.keep_last, tr.cfg.keep_multiple);
+    if (old_step > 0) {
+        if (is_rank0(tr)) {
+            printf("checkpoint: deleting step %d\n", old_step);
+            checkpoint_delete_done(dir, old_step);
+        }
+        multi_gpu_barrier(&tr.mp);
+        checkpoint_delete_files(dir, old_step, tr.mp.process_rank);
     }
 }
 
@@ -392,12 +413,12 @@ static void evaluate_and_sample(Trainer& tr, int step, bool last_step) {
         if (is_rank0(tr)) printf("val loss %f\n", val_loss);
         logger_log_val(&tr.logger, step, val_loss);
     }
-    if (tr.have_eval && ((tr.cfg.val_every > 0 && step % tr.cfg.val_every == 0) || last_step)) {
+    if (tr.have_eval && eval_due(step, last_step, tr.cfg.val_every)) {
         const float acc = evaluate_multiple_choice(tr);
         if (is_rank0(tr)) printf("HellaSwag: %.4f\n", acc);
         logger_log_eval(&tr.logger, step, acc);
     }
-    if (is_rank0(tr) && tr.cfg.sample_every > 0 && tr.cfg.gen_tokens > 0 && (step > 0 && (step % tr.cfg.sample_every == 0 || last_step))) {
+    if (is_rank0(tr) && tr.cfg.sample_every > 0 && tr.cfg.gen_tokens > 0 && ((step > 0 && step % tr.cfg.sample_every == 0) || last_step)) {
         generate_sample(tr);
     }
 }
@@ -424,12 +445,13 @@ static void setup(Trainer& tr) {
     ModelFileInfo info;
     const bool from_descriptor = gpt2_config_from_descriptor(c.init.c_str(), &mc);
     if (!from_descriptor) {
+        if (access(c.init.c_str(), F_OK) != 0) fatal("%s", init_file_missing_message(c.init).c_str());
         info = model_file_read_header(c.init.c_str());
         mc = info.cfg;
     }
     if (c.T > mc.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", c.T, mc.max_seq_len);
     require_matches(c.train_pattern, "-i");
-    if (c.val_every > 0 && c.val_max_steps > 0 && !c.val_pattern.empty()) require_matches(c.val_pattern, "-j");
+    if (c.val_every > 0 && c.val_max_steps != 0 && !c.val_pattern.empty()) require_matches(c.val_pattern, "-j");
 
     // processes (mpirun decides rank and count in mpi mode) and the GPU
     tr.mp = multi_gpu_config_init(c.num_processes, c.process_rank, c.gpus_per_node, c.init_method.c_str(),
@@ -458,10 +480,12 @@ static void setup(Trainer& tr) {
     // data (validated before any GPU memory is taken)
     dataloader_init(&tr.train_loader, c.train_pattern.c_str(), "-i", c.B, c.T, c.process_rank, c.num_processes,
                     c.shuffle != 0, c.seed);
-    tr.have_val = c.val_every > 0 && c.val_max_steps > 0 && !c.val_pattern.empty();
+    tr.have_val = c.val_every > 0 && c.val_max_steps != 0 && !c.val_pattern.empty();
     if (tr.have_val) {
         dataloader_init(&tr.val_loader, c.val_pattern.c_str(), "-j", c.B, c.T, c.process_rank, c.num_processes,
                         false, 0);
+        tr.val_num_batches = plan_val_batches(c.val_max_steps, shard_pattern_tokens(tr.val_loader.shard_paths),
+                                              tokens_per_micro);
     }
     if (c.hellaswag) {
         if (c.B % 4 != 0) fatal("-h 1 needs -b to be a multiple of 4 (4 completions per example), got %d", c.B);
@@ -473,8 +497,10 @@ static void setup(Trainer& tr) {
         fatal("the training data (-i %s) has fewer windows (%zu) than one optimizer step needs (%d)",
               c.train_pattern.c_str(), dataloader_num_batches(&tr.train_loader), tr.grad_accum);
     }
-    tr.train_num_batches = c.max_steps > 0 ? c.max_steps : (int)epoch_batches;
-    lr_scheduler_init(&tr.scheduler, c.schedule.c_str(), c.lr, c.warmup, tr.train_num_batches, c.final_lr_frac);
+    tr.train_num_batches = plan_train_steps(c.max_steps, shard_pattern_tokens(tr.train_loader.shard_paths),
+                                            c.total_batch);
+    // -x 0 runs no update: the schedule is never read, but needs a length
+    lr_scheduler_init(&tr.scheduler, c.schedule.c_str(), c.lr, c.warmup, std::max(tr.train_num_batches, 1), c.final_lr_frac);
     outlier_detector_init(&tr.loss_outlier);
     outlier_detector_init(&tr.norm_outlier);
 
@@ -497,7 +523,10 @@ static void setup(Trainer& tr) {
     gpt2_allocate_activations(&tr.model, c.B, c.T);
 
     if (!c.output_dir.empty()) ckpt_make_dir(c.output_dir);
-    if (c.resume) tr.start_step = load_checkpoint(tr);
+    if (c.resume) {
+        tr.resumed = ckpt_find_latest(c.output_dir) >= 0;
+        tr.start_step = load_checkpoint(tr);
+    }
     logger_init(&tr.logger, c.output_dir.empty() ? nullptr : c.output_dir.c_str(), c.process_rank, tr.start_step);
     tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
     tr.sample_rng = rng_seed(c.seed, 1337);
@@ -526,6 +555,7 @@ static void setup(Trainer& tr) {
         row_i("max steps", tr.train_num_batches);
         row_i("val loss every", c.val_every);
         row_i("val max steps", c.val_max_steps);
+        row_i("val batches", tr.have_val ? tr.val_num_batches : 0);
         row_i("sample every", c.sample_every);
         row_i("genT", c.gen_tokens);
         row_i("checkpoint every", c.checkpoint_every);
@@ -555,7 +585,6 @@ static void setup(Trainer& tr) {
         row_i("num_parameters", (long)N);
         printf("+-----------------------+----------------------------------------------------+\n");
         row_i("train windows/epoch", (long)dataloader_num_batches(&tr.train_loader));
-        row_i("val batches", tr.have_val ? (long)std::min<size_t>(c.val_max_steps, dataloader_num_batches(&tr.val_loader)) : 0);
         printf("+-----------------------+----------------------------------------------------+\n");
         printf("memory: parameters+gradients+optimizer %.2f GiB, activations %.2f GiB; "
                "estimated max micro-batch at T=%d with -r %d: %d\n",
@@ -586,6 +615,7 @@ int main(int argc, char** argv) {
     cudaCheck(cudaEventCreate(&end_ev));
     double total_ms = 0.0;
     int timed_steps = 0;
+    TokPerSecAverage tok_per_s_avg;
     GpuMonitor gpu_monitor;
     if (c.gpu_log_every > 0) gpu_monitor_init(&gpu_monitor);
     PhaseTimer phase_timer;
@@ -598,8 +628,9 @@ int main(int argc, char** argv) {
         const bool last_step = step == tr.train_num_batches;
         const bool stop_now = g_stop_signal != 0;  // a signal during the last step: save and leave
         if (!stop_now) evaluate_and_sample(tr, step, last_step);
-        if (!c.output_dir.empty() && step > tr.start_step &&
-            ((c.checkpoint_every > 0 && step % c.checkpoint_every == 0) || last_step || stop_now)) {
+        const bool resume_start = tr.resumed && step == tr.start_step;
+        if (checkpoint_due(step, last_step, c.checkpoint_every, !c.output_dir.empty(), resume_start) ||
+            (stop_now && !c.output_dir.empty() && step > tr.start_step)) {
             save_checkpoint(tr, step);
         }
         if (stop_now) {
@@ -648,10 +679,11 @@ int main(int argc, char** argv) {
         const double tokens = (double)c.total_batch;
         const double tok_per_s = tokens / (ms / 1000.0);
         const double mfu = mfu_percent(flops_per_token, tok_per_s, c.num_processes, tr.peak.flops);
+        const float tok_per_s_shown = tok_per_sec_update(&tok_per_s_avg, step, (float)tok_per_s);  // as llm.c
         if (is_rank0(tr)) {
             // the z-scores are nan until the 128-step window is full, printed "+nanz" as llm.c does
             printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n",
-                   step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s);
+                   step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s_shown);
             if (step == tr.start_step && c.matmul_autotune) {
                 printf("%s\n", matmul_autotune_summary().c_str());
 #ifdef ENABLE_CUDNN

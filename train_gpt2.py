@@ -75,6 +75,14 @@ GPT2_SHAPES = {6: (384, 6), 12: (768, 12), 24: (1024, 16), 36: (1280, 20),
                48: (1600, 25), 60: (1920, 30), 72: (2880, 30), 84: (3456, 36)}
 
 
+# llm.c's GPT-3 shapes by width (gpt3_set_hyperparameters): C -> (layers, head size), NH = C / head size,
+# maxT 2048. The same table as GPT3_SHAPES in llmc/model_file.h. c5140's head size does not divide it
+# (llm.c stops on an assert): refused with a message.
+GPT3_SHAPES = {384: (6, 64), 768: (12, 64), 1024: (24, 64), 1536: (24, 96), 2048: (24, 128),
+               2560: (32, 80), 4096: (32, 128), 5140: (40, 128), 12288: (96, 128)}
+GPT3_MAXT = 2048
+
+
 def config_problem(cfg):
     """Empty string when the config is usable, else what is wrong with it (as gpt2_config_problem in C++)."""
     if not 1 <= cfg.max_seq_len <= (1 << 20):
@@ -95,7 +103,19 @@ def config_problem(cfg):
 def config_from_descriptor(desc):
     """Model descriptors, as gpt2_config_from_descriptor in llmc/model_file.h:
     'dN' / 'gpt2:dN' -> a row of GPT2_SHAPES; 'custom:L<n>,C<n>,NH<n>' -> that shape.
+    'gpt3:cN' -> a row of GPT3_SHAPES.
     None when desc is not a descriptor (a file path); malformed descriptors die with the valid ones."""
+    gpt3_valid = ", ".join(f"gpt3:c{c}" for c, (_, hs) in GPT3_SHAPES.items() if c % hs == 0)
+    if desc.startswith("gpt3:"):
+        m = re.fullmatch(r"gpt3:c([1-9][0-9]{0,5})", desc)
+        C = int(m.group(1)) if m else -1
+        if C not in GPT3_SHAPES:
+            die(f"-e {desc}: unknown GPT-3 descriptor; valid: {gpt3_valid} (llm.c's GPT-3 shapes by width, maxT 2048)")
+        L, hs = GPT3_SHAPES[C]
+        if C % hs:
+            die(f"-e {desc}: llm.c's GPT-3 table gives C={C} head size {hs}, which does not divide it (llm.c stops "
+                f"on an assert too); valid: {gpt3_valid}")
+        return GPTConfig(GPT3_MAXT, GPT2_V, GPT2_VP, L, C // hs, C)
     if desc.startswith("custom:"):
         m = re.fullmatch(r"custom:L([0-9]{1,6}),C([0-9]{1,6}),NH([0-9]{1,6})", desc)
         if not m or min(int(g) for g in m.groups()) < 1:
@@ -114,7 +134,7 @@ def config_from_descriptor(desc):
     if n not in GPT2_SHAPES:
         valid = ", ".join(f"d{k}" for k in GPT2_SHAPES)
         die(f"-e {desc}: unknown model descriptor; valid: {valid} (or gpt2:dN; d12 = GPT-2 124M, d24 = 350M, "
-            f"d36 = 774M, d48 = 1558M), custom:L<layers>,C<channels>,NH<heads>, or a checkpoint file")
+            f"d36 = 774M, d48 = 1558M), gpt3:cN ({gpt3_valid}), custom:L<layers>,C<channels>,NH<heads>, or a checkpoint file")
     C, NH = GPT2_SHAPES[n]
     return GPTConfig(GPT2_MAXT, GPT2_V, GPT2_VP, n, NH, C)
 
@@ -410,6 +430,8 @@ def train(model, args, device, num_iterations, log):
     val_loader = None
     if args.input_val_bin:
         val_loader = TokenLoader(args.input_val_bin, B, T, cfg.vocab_size, "--input_val_bin")
+    # -m -1: the whole val split, floor(val tokens / (B*T)) batches, as llm.c
+    val_steps = args.val_max_steps if args.val_max_steps != -1 else sum(val_loader.ntok) // (B * T) if val_loader else 0
     if num_iterations < 0:
         num_iterations = sum(train_loader.ntok) // total
     print(f"total batch {total} tokens = B {B} x T {T} x grad_accum {grad_accum}; {num_iterations} steps")
@@ -422,12 +444,12 @@ def train(model, args, device, num_iterations, log):
     peak, zloss, znorm, ema_tps = peak_flops(device), ZScore(), ZScore(), 0.0
     for step in range(num_iterations + 1):
         last = step == num_iterations
-        if val_loader is not None and args.val_loss_every > 0 and (step % args.val_loss_every == 0 or last):
+        if val_loader is not None and val_steps > 0 and args.val_loss_every > 0 and (step % args.val_loss_every == 0 or last):
             model.eval()
             val_loader.reset()
             with torch.no_grad(), autocast_ctx(device, args.dtype):
                 vl = sum(fwd(*(t.to(device) for t in val_loader.next_batch()), return_logits=False)[1].item()
-                         for _ in range(args.val_max_steps)) / args.val_max_steps
+                         for _ in range(val_steps)) / val_steps
             print(f"val loss {vl:f}")
             log(f"s:{step} tel:{vl:.4f}")
         if last:
@@ -581,7 +603,7 @@ def parse_args():
     p.add_argument("-q", "--learning_rate_decay_frac", type=float, default=1.0)
     p.add_argument("-c", "--weight_decay", type=float, default=0.0)
     p.add_argument("-v", "--val_loss_every", type=int, default=20)
-    p.add_argument("-m", "--val_max_steps", type=int, default=20)
+    p.add_argument("-m", "--val_max_steps", type=int, default=20, help="-1 = the whole val split")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="auto: bf16 on CUDA")
     p.add_argument("--compile", type=int, default=0, choices=[0, 1])
@@ -598,7 +620,11 @@ def parse_args():
     p.add_argument("--test_lr", type=float, default=0.0, help="AdamW lr of the K test steps; 0 = smallest lr "
                    "in TEST_LR_LADDER that lowers the loss every step and by >= 30%% in total")
     args = p.parse_args()
-    for name in ("batch_size", "sequence_length", "val_max_steps", "test_batch_size", "test_sequence_length",
+    if args.val_max_steps < -1:
+        die("--val_max_steps must be >= -1 (-1 = the whole val split)")
+    if args.num_iterations < -1:
+        die("--num_iterations must be >= -1 (-1 = one epoch, 0 = no update)")
+    for name in ("batch_size", "sequence_length", "test_batch_size", "test_sequence_length",
                  "test_steps"):
         if getattr(args, name) < 1:
             die(f"--{name} must be >= 1")
@@ -648,7 +674,7 @@ def main():
             logf.flush()
 
     steps = args.pretrain_steps if args.write_tensors else args.num_iterations
-    if steps != 0:
+    if steps != 0 or not args.write_tensors:  # -x 0: no update, but the step-0 val loss as llm.c
         # The reference files must not depend on the run: SDPA's fused CUDA backwards (cuDNN, memory-
         # efficient) are non-deterministic even with use_deterministic_algorithms (it only warns), so two
         # regenerations pretrained different models, and test_gpt2cu's tolerances (derived from the

@@ -133,10 +133,35 @@ inline constexpr GPT2Shape GPT2_SHAPES[] = {
     {48, 1600, 25}, {60, 1920, 30}, {72, 2880, 30}, {84, 3456, 36},
 };
 
+// GPT-3's shapes by width, as llm.c's gpt3_set_hyperparameters defines them (descriptor "gpt3:cC"):
+// depth and head size per channel count, NH = C / head size, maxT 2048, the GPT-2 vocabulary; dense
+// attention everywhere (GPT-3 alternates dense and banded layers). c384 is llm.c's unofficial tiny one.
+// llm.c lists c5140 (GPT-3 13B, as the GPT-3 paper's table prints it) with head size 128, which does
+// not divide 5140: llm.c stops on an assert, here it is refused with a message.
+struct GPT3Shape {
+    int channels;   // C, the N of "gpt3:cN"
+    int depth;      // L
+    int head_size;  // C / NH
+};
+inline constexpr GPT3Shape GPT3_SHAPES[] = {
+    {384, 6, 64}, {768, 12, 64}, {1024, 24, 64}, {1536, 24, 96}, {2048, 24, 128},
+    {2560, 32, 80}, {4096, 32, 128}, {5140, 40, 128}, {12288, 96, 128},
+};
+constexpr int GPT3_MAX_SEQ_LEN = 2048;
+
 // "d6, d12, ..., d84": the valid depths, for error messages.
 inline std::string gpt2_descriptor_list() {
     std::string s;
     for (const GPT2Shape& g : GPT2_SHAPES) s += (s.empty() ? "d" : ", d") + std::to_string(g.depth);
+    return s;
+}
+
+// "c384, c768, ...": the GPT-3 widths that make a model, for error messages.
+inline std::string gpt3_descriptor_list() {
+    std::string s;
+    for (const GPT3Shape& g : GPT3_SHAPES) {
+        if (g.channels % g.head_size == 0) s += (s.empty() ? "gpt3:c" : ", gpt3:c") + std::to_string(g.channels);
+    }
     return s;
 }
 
@@ -162,11 +187,32 @@ inline int descriptor_number_(const char** p) {
 
 // Model descriptors of -e (and train_gpt2.py --model), with the GPT-2 vocabulary and maxT 1024:
 //   "dN" or "gpt2:dN"            a row of GPT2_SHAPES (d12 = GPT-2 124M, ..., d48 = 1558M)
+//   "gpt3:cN"                    a row of GPT3_SHAPES (llm.c's GPT-3 shapes, maxT 2048)
 //   "custom:L<n>,C<n>,NH<n>"     any other shape, e.g. custom:L2,C1600,NH25 (tests, experiments)
 // Returns false when desc does not look like a descriptor (it is then a checkpoint path); a malformed
-// "gpt2:" / "custom:" descriptor, or a dN outside the table, is fatal() with the list of valid ones.
+// "gpt2:" / "gpt3:" / "custom:" descriptor, or a dN / cN outside the tables, is fatal() with the valid ones.
 inline bool gpt2_config_from_descriptor(const char* desc, GPT2Config* cfg) {
     const char* d = desc;
+    if (strncmp(d, "gpt3:", 5) == 0) {
+        const char* p = d + 5;
+        int C = -1;
+        if (p[0] == 'c' && p[1] != '0') {  // no leading zeros: one spelling per model
+            p++;
+            C = descriptor_number_(&p);
+        }
+        for (const GPT3Shape& g : GPT3_SHAPES) {
+            if (C != g.channels || *p != '\0') continue;
+            if (g.channels % g.head_size != 0) {
+                fatal("-e %s: llm.c's GPT-3 table gives C=%d head size %d, which does not divide it (llm.c stops "
+                      "on an assert too); valid: %s", desc, g.channels, g.head_size, gpt3_descriptor_list().c_str());
+            }
+            gpt2_config_set_shape(cfg, g.depth, g.channels, g.channels / g.head_size);
+            cfg->max_seq_len = GPT3_MAX_SEQ_LEN;
+            return true;
+        }
+        fatal("-e %s: unknown GPT-3 descriptor; valid: %s (llm.c's GPT-3 shapes by width, maxT 2048)", desc,
+              gpt3_descriptor_list().c_str());
+    }
     if (strncmp(d, "custom:", 7) == 0) {
         const char* p = d + 7;
         int L = -1, C = -1, NH = -1;
@@ -195,8 +241,8 @@ inline bool gpt2_config_from_descriptor(const char* desc, GPT2Config* cfg) {
         }
     }
     fatal("-e %s: unknown model descriptor; valid: %s (or gpt2:dN; d12 = GPT-2 124M, d24 = 350M, "
-          "d36 = 774M, d48 = 1558M), custom:L<layers>,C<channels>,NH<heads>, or a checkpoint file",
-          desc, gpt2_descriptor_list().c_str());
+          "d36 = 774M, d48 = 1558M), gpt3:cN (%s), custom:L<layers>,C<channels>,NH<heads>, or a checkpoint file",
+          desc, gpt2_descriptor_list().c_str(), gpt3_descriptor_list().c_str());
 }
 
 // Empty string when the config is usable, else what is wrong with it. Bounds keep every size below

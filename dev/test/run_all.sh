@@ -79,10 +79,18 @@ make train_gpt2cu PRECISION=BF16 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/nul
 expect_fail trainer-bad-flag "unknown flag -zz" ./train_gpt2cu -zz 1
 expect_fail trainer-bad-int "expects an integer" ./train_gpt2cu -b abc
 expect_fail trainer-bad-range "flag -ma must be in \[0, 1\], got 2" ./train_gpt2cu -ma 2
-expect_fail trainer-no-data "matches no files" ./train_gpt2cu -i /nonexistent/shard_*.bin
+expect_fail trainer-no-data "matches no files" ./train_gpt2cu -e d12 -i /nonexistent/shard_*.bin
+# -e defaults to llm.c's gpt2_124M_bf16.bin; without it, a message pointing to -e d12 and to dev/hf.py import
+expect_fail trainer-default-init-missing "python3 dev/hf.py import gpt2 gpt2_124M.bin" \
+    bash -c 'd=$(mktemp -d) && cd "$d" && "$0"; rc=$?; rm -rf "$d"; exit $rc' "$REPO/train_gpt2cu"
+expect_fail trainer-steps-below-minus-one "flag -x must be >= -1" ./train_gpt2cu -e d12 -x -2
+expect_fail trainer-gpt3-c5140-refused "head size 128, which does not divide it" ./train_gpt2cu -e gpt3:c5140
 # the README's main job: prepares Tiny Shakespeare, then stops with a clear message (no GPU here)
 expect_fail quickstart-without-gpu "no NVIDIA GPU found" bash scripts/quickstart.sh
 run quickstart-prepared-data test -s dev/data/tinyshakespeare/tiny_shakespeare_train.bin -a -s gpt2_tokenizer.bin
+# llm.c's flag values are accepted, up to the first CUDA call (no GPU here): -x 0 (no update),
+# -m -1 (whole val split), -lg -1 (off), a GPT-3 descriptor with its maxT 2048
+expect_fail trainer-llmc-flag-values "CUDA" ./train_gpt2cu -e gpt3:c768 -t 2048 -x 0 -m -1 -lg -1
 # the benchmark's arguments are checked before anything is built or run
 expect_fail bench-bad-argument "unknown argument --bogus" bash scripts/bench.sh --bogus
 expect_fail bench-bad-cudnn-dir "no include/cudnn.h there" bash scripts/bench.sh --cudnn /nonexistent
