@@ -32,6 +32,7 @@ struct TrainConfig {
     std::string train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin";  // -i
     std::string val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin";      // -j
     std::string init = DEFAULT_INIT_FILE;  // -e: checkpoint file, dN / gpt2:dN / gpt3:cN / custom:...
+    bool init_given = false;          // -e was on the command line
     std::string output_dir;           // -o
     std::string eval_file = "dev/data/hellaswag/hellaswag_val.bin";
     std::string tokenizer_file = "gpt2_tokenizer.bin";
@@ -150,7 +151,7 @@ static TrainConfig parse_args(int argc, char** argv) {
         const char* v = argv[i + 1];
         if (f == "-i") c.train_pattern = v;
         else if (f == "-j") c.val_pattern = v;
-        else if (f == "-e") c.init = v;
+        else if (f == "-e") { c.init = v; c.init_given = true; }
         else if (f == "-o") c.output_dir = v;
         else if (f == "-b") c.B = parse_int(argv[i], v);
         else if (f == "-t") c.T = parse_int(argv[i], v);
@@ -440,7 +441,11 @@ static void require_matches(const std::string& pattern, const char* flag) {
 static void setup(Trainer& tr) {
     TrainConfig& c = tr.cfg;
 
-    // model configuration: descriptor or checkpoint
+    // model configuration: descriptor or checkpoint. Resuming without -e takes the shape from the
+    // checkpoint, as llm.c (which ignores -e when it resumes) does.
+    if (c.resume && !c.init_given && ckpt_find_latest(c.output_dir) >= 0) {
+        c.init = ckpt_model_path(c.output_dir, ckpt_find_latest(c.output_dir));
+    }
     GPT2Config mc;
     ModelFileInfo info;
     const bool from_descriptor = gpt2_config_from_descriptor(c.init.c_str(), &mc);
