@@ -28,6 +28,10 @@ the checkpoint and debug-state files the tests read. Files and the step line fol
                                         with every weight moved by one ulp (the larger of the two): how much
                                         the K-step trajectory amplifies fp32 rounding differences
   Everything fp32 is computed in full fp32 (TF32 off, explicit attention, eager mode).
+  PREFIX_debug_state_v2.bin   with --write_llmc_v2 1: the same batch, logits, loss and gradients in llm.c's
+                              version 2 layout (its train_gpt2.py write_state: header [0] 20240327 [1] 2
+                              [2] B [3] T, then x, y, logits, loss, grads; nothing after), which
+                              test_gpt2cu checks with llm.c's fixed tolerances
 """
 import os
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # lets cuBLAS be deterministic; set before CUDA starts
@@ -572,6 +576,13 @@ def write_reference(model, args, device):
                   np.concatenate(grads).astype(np.float32), losses, np.array(devs, dtype=np.float32),
                   np.array(noise, dtype=np.float32)])
 
+    if args.write_llmc_v2:
+        write_atomic(prefix + "_debug_state_v2.bin",
+                     [header(DEBUG_MAGIC, 2, B, T), x.cpu().numpy().astype(np.int32), y.cpu().numpy().astype(np.int32),
+                      logits.cpu().numpy().astype(np.float32), np.array([loss], dtype=np.float32),
+                      np.concatenate(grads).astype(np.float32)])
+        print(f"wrote {prefix}_debug_state_v2.bin (llm.c's version 2 layout)")
+
     names = ["logits"] + ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b",
                           "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"] + ["losses"]
     print(f"wrote {prefix}.bin, {prefix}_bf16.bin, {prefix}_debug_state.bin (B={B} T={T} K={K} lr={args.test_lr:g})")
@@ -612,6 +623,8 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--write_tensors", default="", help="PREFIX: write PREFIX.bin, PREFIX_bf16.bin, "
                                                         "PREFIX_debug_state.bin after --pretrain_steps steps")
+    p.add_argument("--write_llmc_v2", type=int, default=0, choices=[0, 1],
+                   help="with --write_tensors: also PREFIX_debug_state_v2.bin in llm.c's version 2 layout")
     p.add_argument("--pretrain_steps", type=int, default=0, help="with --write_tensors: train this many steps first")
     p.add_argument("--test_input", default="", help="token shard for the debug batch (default: --input_bin)")
     p.add_argument("--test_batch_size", type=int, default=4)
