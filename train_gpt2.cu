@@ -23,6 +23,7 @@
 #include "llmc/run_state.h"
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
+#include "llmc/train_plan.h"
 #include "llmc/watchdog.h"
 #include "llmc/zero.cuh"
 
@@ -32,21 +33,22 @@
 struct TrainConfig {
     std::string train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin";  // -i
     std::string val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin";      // -j
-    std::string init = "d12";         // -e: checkpoint file, dN / gpt2:dN or custom:L<n>,C<n>,NH<n>
+    std::string init = DEFAULT_INIT_FILE;  // -e: checkpoint file, dN / gpt2:dN / gpt3:cN / custom:...
+    bool init_given = false;          // -e was on the command line
     std::string output_dir;           // -o
     std::string eval_file = "dev/data/hellaswag/hellaswag_val.bin";
     std::string tokenizer_file = "gpt2_tokenizer.bin";
     int B = 4;                        // -b
     int T = 1024;                     // -t
     long total_batch = -1;            // -d (tokens); -1 = B*T*processes
-    int max_steps = -1;               // -x
+    int max_steps = -1;               // -x: -1 = one epoch, 0 = no update (train_plan.h)
     std::string schedule = "cosine";  // -k
     float lr = 3e-4f;                 // -l
     int warmup = 0;                   // -u
     float final_lr_frac = 1.0f;       // -q
     float weight_decay = 0.0f;        // -c
     int val_every = 20;               // -v
-    int val_max_steps = 20;           // -m
+    int val_max_steps = 20;           // -m: -1 = whole val split
     int sample_every = 20;            // -s
     int gen_tokens = 64;              // -g
     int hellaswag = 0;                // -h
@@ -63,7 +65,7 @@ struct TrainConfig {
     int matmul_autotune = 1;          // -ma (ours): fastest bitwise-equal cuBLASLt algorithm per GEMM shape
     float skip_loss_z = 0.0f;         // -sl
     float skip_norm_z = 0.0f;         // -sg
-    int gpu_log_every = 0;            // -lg
+    int gpu_log_every = -1;           // -lg: <= 0 off (llm.c's default -1)
     int shuffle = 0;                  // -sh (ours): shuffle training data each epoch
     int phase_timing = 0;             // -pt (ours): print GPU time per phase of the step at the end
     uint64_t seed = 42;               // -seed (ours): random init and shuffling
@@ -82,27 +84,31 @@ static void print_usage() {
     printf(
         "usage: train_gpt2cu [flags], each flag followed by a value\n"
         "  -i <glob>  train token shards          -j <glob>  val token shards\n"
-        "  -e <init>  checkpoint .bin, or a GPT-2 shape dN / gpt2:dN: d12 = 124M (12 layers, C 768, 12 heads),\n"
-        "             d24 = 350M (24, 1024, 16), d36 = 774M (36, 1280, 20), d48 = 1558M (48, 1600, 25);\n"
-        "             also d6, d60, d72, d84, and custom:L<layers>,C<channels>,NH<heads> (head size 64)\n"
+        "  -e <init>  checkpoint .bin (default gpt2_124M_bf16.bin, as llm.c), or random init of a shape:\n"
+        "             GPT-2 dN / gpt2:dN: d12 = 124M (12 layers, C 768, 12 heads), d24 = 350M (24, 1024, 16),\n"
+        "             d36 = 774M (36, 1280, 20), d48 = 1558M (48, 1600, 25); also d6, d60, d72, d84;\n"
+        "             GPT-3 gpt3:cC (maxT 2048): c384, c768, c1024, c1536, c2048, c2560, c4096, c12288;\n"
+        "             custom:L<layers>,C<channels>,NH<heads>\n"
         "  -o <dir>   output dir: main.log and checkpoints\n"
         "  -b <int>   micro-batch per GPU (4)     -t <int>   sequence length (1024)\n"
         "  -d <int>   total batch in tokens (B*T*processes); gradient accumulation = d / (B*T*processes)\n"
-        "  -x <int>   max steps (-1 = one epoch)\n"
+        "  -x <int>   steps (-1 = one epoch: train tokens / -d, rounded down; 0 = none)\n"
         "  -k <name>  LR schedule cosine|linear|constant|wsd   -l <float> max LR (3e-4)\n"
         "  -u <int>   warmup steps (0)            -q <float> final LR fraction (1.0)\n"
         "  -c <float> weight decay, 2-D tensors (0.0)\n"
-        "  -v <int>   val loss every N steps (20) -m <int>   max val batches (20)\n"
+        "  -v <int>   val loss every N steps (20) -m <int>   val batches (20; -1 = whole val split)\n"
         "  -s <int>   sample every N steps (20)   -g <int>   tokens to generate (64)\n"
-        "  -h <0|1>   multiple-choice eval (0)\n"
-        "  -n <int>   checkpoint every N steps (0 = never)   -nk <int> keep last N   -nm <int> keep multiples of N\n"
+        "  -h <0|1>   multiple-choice eval every -v steps from step -v on, and at the end (0)\n"
+        "  -n <int>   with -o, checkpoint every N steps and at the end (0 = never; a signal still saves)\n"
+        "  -nk <int>  after writing step S, delete step S - nk*n (0 = keep all) unless it is a multiple of\n"
+        "  -nm <int>  (0 = none): those major checkpoints are never deleted\n"
         "  -y <0|1>   resume from the newest complete checkpoint in -o\n"
         "  -r <0|1|2> recompute: none, GELU, GELU + LayerNorm (1)\n"
         "  -ge <0|1|2> GELU fused into matmul: off, forward, forward+backward (0)\n"
         "  -w <0|1>   fp32 master weights (1)     -z <0|1>   ZeRO stage (0)\n"
         "  -a <0|1>   overfit a single batch (0)  -f <0|1>   allow TF32 in FP32 builds (1)\n"
         "  -sl <float> / -sg <float>  skip update when loss / grad-norm z-score exceeds this (0 = off)\n"
-        "  -lg <int>  print GPU utilisation every N steps (0 = off)\n"
+        "  -lg <int>  print GPU utilisation every N steps (-1 = off)\n"
         "  -sh <0|1>  shuffle training data (0)   -seed <int> random seed (42)\n"
         "  -pt <0|1>  time each phase of the step on the GPU and print a table at the end (0)\n"
         "  -ma <0|1>  per GEMM shape, the fastest cuBLASLt algorithm among those giving the same bits as\n"
@@ -150,7 +156,7 @@ static TrainConfig parse_args(int argc, char** argv) {
         const char* v = argv[i + 1];
         if (f == "-i") c.train_pattern = v;
         else if (f == "-j") c.val_pattern = v;
-        else if (f == "-e") c.init = v;
+        else if (f == "-e") { c.init = v; c.init_given = true; }
         else if (f == "-o") c.output_dir = v;
         else if (f == "-b") c.B = parse_int(argv[i], v);
         else if (f == "-t") c.T = parse_int(argv[i], v);
@@ -209,15 +215,19 @@ static TrainConfig parse_args(int argc, char** argv) {
     require_range("-pn", c.num_processes, 1, 1 << 16);
     require_range("-pr", c.process_rank, 0, c.num_processes - 1);
     require_range("-pp", c.port, 1, 65535);
-    for (auto [flag, value] : {std::pair<const char*, int>{"-v", c.val_every}, {"-m", c.val_max_steps},
-                               {"-s", c.sample_every}, {"-g", c.gen_tokens}, {"-n", c.checkpoint_every},
-                               {"-nk", c.keep_last}, {"-nm", c.keep_multiple}, {"-u", c.warmup}, {"-lg", c.gpu_log_every}}) {
+    for (auto [flag, value] : {std::pair<const char*, int>{"-v", c.val_every}, {"-s", c.sample_every},
+                               {"-g", c.gen_tokens}, {"-n", c.checkpoint_every}, {"-nk", c.keep_last},
+                               {"-nm", c.keep_multiple}, {"-u", c.warmup}}) {
         if (value < 0) fatal("flag %s must be >= 0, got %d", flag, value);
     }
     if (c.total_batch == 0 || c.total_batch < -1) {
         fatal("flag -d must be a positive number of tokens (or -1 for B*T*processes), got %ld", c.total_batch);
     }
-    if (c.max_steps < -1) fatal("flag -x must be >= 0 (or -1 for one epoch), got %d", c.max_steps);
+    for (auto [flag, value] : {std::pair<const char*, int>{"-x", c.max_steps}, {"-m", c.val_max_steps},
+                               {"-lg", c.gpu_log_every}}) {
+        if (value < -1) fatal("flag %s must be >= -1 (-1: %s), got %d", flag,
+                              flag[1] == 'x' ? "one epoch" : flag[1] == 'm' ? "whole val split" : "off", value);
+    }
     if (c.overfit_single_batch && c.shuffle) fatal("-a 1 reads the first windows of -j in order at every step: it cannot shuffle (-sh 1)");
     if (c.overfit_single_batch && c.val_pattern.empty()) fatal("-a 1 trains on the start of the -j data (as llm.c), but -j is empty");
     if (c.lr < 0.0f) fatal("flag -l must be >= 0, got %g", c.lr);
@@ -254,7 +264,9 @@ struct Trainer {
     OutlierDetector loss_outlier, norm_outlier;
     int grad_accum = 1;
     int train_num_batches = 0;
+    int val_num_batches = 0;
     int start_step = 0;
+    bool resumed = false;  // start_step comes from a checkpoint
     uint64_t sample_rng = 1337;
     GpuPeak peak;
     // -y 1: the checkpoint, read and checked on the host before the GPU starts, uploaded after
@@ -274,7 +286,7 @@ static float evaluate_val_loss(Trainer& tr) {
     GPT2& m = tr.model;
     const int B = tr.cfg.B, T = tr.cfg.T;
     dataloader_reset(&tr.val_loader);
-    const int steps = std::min<int>(tr.cfg.val_max_steps, (int)dataloader_num_batches(&tr.val_loader));
+    const int steps = tr.val_num_batches;  // may exceed the split: the loader wraps, as llm.c's
     double sum = 0.0;
     for (int i = 0; i < steps; i++) {
         dataloader_next_batch(&tr.val_loader);
@@ -362,8 +374,17 @@ static void save_checkpoint(Trainer& tr, int step) {
     multi_gpu_barrier(&tr.mp);
     if (is_rank0(tr)) {
         ckpt_write_done(dir, step);
-        ckpt_prune(dir, tr.cfg.keep_last, tr.cfg.keep_multiple, step);
         printf("checkpoint: wrote step %d to %s\n", step, dir.c_str());
+    }
+    // llm.c's -nk/-nm rule (train_plan.h): one older checkpoint goes, DONE first
+    const int old_step = checkpoint_to_delete(step, tr.cfg.checkpoint_every, tr.cfg.keep_last, tr.cfg.keep_multiple);
+    if (old_step > 0) {
+        if (is_rank0(tr)) {
+            printf("checkpoint: deleting step %d\n", old_step);
+            checkpoint_delete_done(dir, old_step);
+        }
+        multi_gpu_barrier(&tr.mp);
+        checkpoint_delete_files(dir, old_step, tr.mp.process_rank);
     }
 }
 
@@ -456,12 +477,12 @@ static void evaluate_and_sample(Trainer& tr, int step, bool last_step) {
         if (is_rank0(tr)) printf("val loss %f\n", val_loss);
         logger_log_val(&tr.logger, step, val_loss);
     }
-    if (tr.have_eval && ((tr.cfg.val_every > 0 && step % tr.cfg.val_every == 0) || last_step)) {
+    if (tr.have_eval && eval_due(step, last_step, tr.cfg.val_every)) {
         const float acc = evaluate_multiple_choice(tr);
         if (is_rank0(tr)) printf("HellaSwag: %.4f\n", acc);
         logger_log_eval(&tr.logger, step, acc);
     }
-    if (is_rank0(tr) && tr.cfg.sample_every > 0 && tr.cfg.gen_tokens > 0 && (step > 0 && (step % tr.cfg.sample_every == 0 || last_step))) {
+    if (is_rank0(tr) && tr.cfg.sample_every > 0 && tr.cfg.gen_tokens > 0 && ((step > 0 && step % tr.cfg.sample_every == 0) || last_step)) {
         generate_sample(tr);
     }
 }
@@ -509,11 +530,16 @@ static void launch_geometry(const TrainConfig& c, int* rank, int* size) {
 static void setup(Trainer& tr) {
     TrainConfig& c = tr.cfg;
 
-    // model configuration: descriptor or checkpoint
+    // model configuration: descriptor or checkpoint. Resuming without -e takes the shape from the
+    // checkpoint, as llm.c (which ignores -e when it resumes) does.
+    if (c.resume && !c.init_given && ckpt_find_latest(c.output_dir) >= 0) {
+        c.init = ckpt_model_path(c.output_dir, ckpt_find_latest(c.output_dir));
+    }
     GPT2Config mc;
     ModelFileInfo info;
     const bool from_descriptor = gpt2_config_from_descriptor(c.init.c_str(), &mc);
     if (!from_descriptor) {
+        if (access(c.init.c_str(), F_OK) != 0) fatal("%s", init_file_missing_message(c.init).c_str());
         info = model_file_read_header(c.init.c_str());
         mc = info.cfg;
     }
@@ -525,7 +551,7 @@ static void setup(Trainer& tr) {
     const std::string& train_pattern = c.overfit_single_batch ? c.val_pattern : c.train_pattern;
     const char* train_flag = c.overfit_single_batch ? "-j (trained on with -a 1)" : "-i";
     require_matches(train_pattern, c.overfit_single_batch ? "-j" : "-i");
-    tr.have_val = c.val_every > 0 && c.val_max_steps > 0 && !c.val_pattern.empty();
+    tr.have_val = c.val_every > 0 && c.val_max_steps != 0 && !c.val_pattern.empty();  // -m -1: the whole split
     if (tr.have_val) require_matches(c.val_pattern, "-j");
 
     // processes: the geometry the start-up below will find
@@ -555,6 +581,8 @@ static void setup(Trainer& tr) {
         dataloader_init(&tr.val_loader, c.val_pattern.c_str(), "-j", c.B, c.T, c.process_rank, c.num_processes,
                         false, 0);
         if (!c.overfit_single_batch) dataloader_check_tokens(&tr.val_loader, "-j", mc.vocab_size);
+        tr.val_num_batches = plan_val_batches(c.val_max_steps, shard_pattern_tokens(tr.val_loader.shard_paths),
+                                              tokens_per_micro);
     }
     if (c.hellaswag) {
         eval_loader_init(&tr.eval_loader, c.eval_file.c_str(), c.B, c.T, c.process_rank, c.num_processes);
@@ -565,8 +593,10 @@ static void setup(Trainer& tr) {
         fatal("the training data (%s %s) has fewer windows (%zu) than one optimizer step needs (%d)", train_flag,
               train_pattern.c_str(), dataloader_num_batches(&tr.train_loader), tr.grad_accum);
     }
-    tr.train_num_batches = c.max_steps > 0 ? c.max_steps : (int)epoch_batches;
-    lr_scheduler_init(&tr.scheduler, c.schedule.c_str(), c.lr, c.warmup, tr.train_num_batches, c.final_lr_frac);
+    tr.train_num_batches = plan_train_steps(c.max_steps, shard_pattern_tokens(tr.train_loader.shard_paths),
+                                            c.total_batch);
+    // -x 0 runs no update: the schedule is never read, but needs a length
+    lr_scheduler_init(&tr.scheduler, c.schedule.c_str(), c.lr, c.warmup, std::max(tr.train_num_batches, 1), c.final_lr_frac);
     outlier_detector_init(&tr.loss_outlier);
     outlier_detector_init(&tr.norm_outlier);
     tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
@@ -618,7 +648,10 @@ static void setup(Trainer& tr) {
     const int max_b = gpt2_estimate_max_batch(mc, c.T, c.recompute, free_bytes);
     gpt2_allocate_activations(&tr.model, c.B, c.T);
 
-    if (c.resume) tr.start_step = resume_upload(tr, mc, kFloatXIsBF16 && c.master_weights != 0);
+    if (c.resume) {
+        tr.start_step = resume_upload(tr, mc, kFloatXIsBF16 && c.master_weights != 0);
+        tr.resumed = tr.start_step > 0;  // checkpoints exist only of steps >= 1
+    }
     logger_init(&tr.logger, c.output_dir.empty() ? nullptr : c.output_dir.c_str(), c.process_rank, tr.start_step);
     tr.sample_rng = rng_seed(c.seed, 1337);
 
@@ -647,6 +680,7 @@ static void setup(Trainer& tr) {
         row_i("max steps", tr.train_num_batches);
         row_i("val loss every", c.val_every);
         row_i("val max steps", c.val_max_steps);
+        row_i("val batches", tr.have_val ? tr.val_num_batches : 0);
         row_i("sample every", c.sample_every);
         row_i("genT", c.gen_tokens);
         row_i("checkpoint every", c.checkpoint_every);
@@ -676,7 +710,6 @@ static void setup(Trainer& tr) {
         row_i("num_parameters", (long)N);
         printf("+-----------------------+----------------------------------------------------+\n");
         row_i("train windows/epoch", (long)dataloader_num_batches(&tr.train_loader));
-        row_i("val batches", tr.have_val ? (long)std::min<size_t>(c.val_max_steps, dataloader_num_batches(&tr.val_loader)) : 0);
         printf("+-----------------------+----------------------------------------------------+\n");
         printf("memory: parameters+gradients+optimizer %.2f GiB, activations %.2f GiB; "
                "estimated max micro-batch at T=%d with -r %d: %d\n",
@@ -713,6 +746,7 @@ int main(int argc, char** argv) {
     cudaCheck(cudaEventCreate(&end_ev));
     double total_ms = 0.0;
     int timed_steps = 0;
+    TokPerSecAverage tok_per_s_avg;
     GpuMonitor gpu_monitor;
     if (c.gpu_log_every > 0) gpu_monitor_init(&gpu_monitor);
     PhaseTimer phase_timer;
@@ -733,8 +767,9 @@ int main(int argc, char** argv) {
             WatchdogWait w(wd, step, "evaluation and sampling (val loss / HellaSwag ncclAllReduce)");
             evaluate_and_sample(tr, step, last_step);
         }
-        if (!c.output_dir.empty() && step > tr.start_step &&
-            ((c.checkpoint_every > 0 && step % c.checkpoint_every == 0) || last_step || stop_now)) {
+        const bool resume_start = tr.resumed && step == tr.start_step;
+        if (checkpoint_due(step, last_step, c.checkpoint_every, !c.output_dir.empty(), resume_start) ||
+            (stop_now && !c.output_dir.empty() && step > tr.start_step)) {
             WatchdogWait w(wd, step, "the checkpoint (writing, then the ncclAllReduce barrier)");
             save_checkpoint(tr, step);
         }
@@ -801,10 +836,11 @@ int main(int argc, char** argv) {
         const double tokens = (double)c.total_batch;
         const double tok_per_s = tokens / (ms / 1000.0);
         const double mfu = mfu_percent(flops_per_token, tok_per_s, c.num_processes, tr.peak.flops);
+        const float tok_per_s_shown = tok_per_sec_update(&tok_per_s_avg, step, (float)tok_per_s);  // as llm.c
         if (is_rank0(tr)) {
             // the z-scores are nan until the 128-step window is full, printed "+nanz" as llm.c does
             printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n",
-                   step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s);
+                   step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s_shown);
             if (step == tr.start_step && c.matmul_autotune) {
                 printf("%s\n", matmul_autotune_summary().c_str());
 #ifdef ENABLE_CUDNN
@@ -813,7 +849,7 @@ int main(int argc, char** argv) {
             }
             fflush(stdout);
         }
-        logger_log_train(&tr.logger, step + 1, loss, lr, norm);
+        logger_log_train(&tr.logger, step, loss, lr, norm);  // "s:<loop index>" as llm.c (logger.h)
         if (c.gpu_log_every > 0 && (step + 1) % c.gpu_log_every == 0 && is_rank0(tr)) gpu_monitor_print(&gpu_monitor);
     }
     if (is_rank0(tr) && timed_steps > 0) {

@@ -28,6 +28,10 @@ the checkpoint and debug-state files the tests read. Files and the step line fol
                                         with every weight moved by one ulp (the larger of the two): how much
                                         the K-step trajectory amplifies fp32 rounding differences
   Everything fp32 is computed in full fp32 (TF32 off, explicit attention, eager mode).
+  PREFIX_debug_state_v2.bin   with --write_llmc_v2 1: the same batch, logits, loss and gradients in llm.c's
+                              version 2 layout (its train_gpt2.py write_state: header [0] 20240327 [1] 2
+                              [2] B [3] T, then x, y, logits, loss, grads; nothing after), which
+                              test_gpt2cu checks with llm.c's fixed tolerances
 """
 import os
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # lets cuBLAS be deterministic; set before CUDA starts
@@ -75,6 +79,14 @@ GPT2_SHAPES = {6: (384, 6), 12: (768, 12), 24: (1024, 16), 36: (1280, 20),
                48: (1600, 25), 60: (1920, 30), 72: (2880, 30), 84: (3456, 36)}
 
 
+# llm.c's GPT-3 shapes by width (gpt3_set_hyperparameters): C -> (layers, head size), NH = C / head size,
+# maxT 2048. The same table as GPT3_SHAPES in llmc/model_file.h. c5140's head size does not divide it
+# (llm.c stops on an assert): refused with a message.
+GPT3_SHAPES = {384: (6, 64), 768: (12, 64), 1024: (24, 64), 1536: (24, 96), 2048: (24, 128),
+               2560: (32, 80), 4096: (32, 128), 5140: (40, 128), 12288: (96, 128)}
+GPT3_MAXT = 2048
+
+
 def config_problem(cfg):
     """Empty string when the config is usable, else what is wrong with it (as gpt2_config_problem in C++)."""
     if not 1 <= cfg.max_seq_len <= (1 << 20):
@@ -95,7 +107,19 @@ def config_problem(cfg):
 def config_from_descriptor(desc):
     """Model descriptors, as gpt2_config_from_descriptor in llmc/model_file.h:
     'dN' / 'gpt2:dN' -> a row of GPT2_SHAPES; 'custom:L<n>,C<n>,NH<n>' -> that shape.
+    'gpt3:cN' -> a row of GPT3_SHAPES.
     None when desc is not a descriptor (a file path); malformed descriptors die with the valid ones."""
+    gpt3_valid = ", ".join(f"gpt3:c{c}" for c, (_, hs) in GPT3_SHAPES.items() if c % hs == 0)
+    if desc.startswith("gpt3:"):
+        m = re.fullmatch(r"gpt3:c([1-9][0-9]{0,5})", desc)
+        C = int(m.group(1)) if m else -1
+        if C not in GPT3_SHAPES:
+            die(f"-e {desc}: unknown GPT-3 descriptor; valid: {gpt3_valid} (llm.c's GPT-3 shapes by width, maxT 2048)")
+        L, hs = GPT3_SHAPES[C]
+        if C % hs:
+            die(f"-e {desc}: llm.c's GPT-3 table gives C={C} head size {hs}, which does not divide it (llm.c stops "
+                f"on an assert too); valid: {gpt3_valid}")
+        return GPTConfig(GPT3_MAXT, GPT2_V, GPT2_VP, L, C // hs, C)
     if desc.startswith("custom:"):
         m = re.fullmatch(r"custom:L([0-9]{1,6}),C([0-9]{1,6}),NH([0-9]{1,6})", desc)
         if not m or min(int(g) for g in m.groups()) < 1:
@@ -114,7 +138,7 @@ def config_from_descriptor(desc):
     if n not in GPT2_SHAPES:
         valid = ", ".join(f"d{k}" for k in GPT2_SHAPES)
         die(f"-e {desc}: unknown model descriptor; valid: {valid} (or gpt2:dN; d12 = GPT-2 124M, d24 = 350M, "
-            f"d36 = 774M, d48 = 1558M), custom:L<layers>,C<channels>,NH<heads>, or a checkpoint file")
+            f"d36 = 774M, d48 = 1558M), gpt3:cN ({gpt3_valid}), custom:L<layers>,C<channels>,NH<heads>, or a checkpoint file")
     C, NH = GPT2_SHAPES[n]
     return GPTConfig(GPT2_MAXT, GPT2_V, GPT2_VP, n, NH, C)
 
@@ -410,6 +434,8 @@ def train(model, args, device, num_iterations, log):
     val_loader = None
     if args.input_val_bin:
         val_loader = TokenLoader(args.input_val_bin, B, T, cfg.vocab_size, "--input_val_bin")
+    # -m -1: the whole val split, floor(val tokens / (B*T)) batches, as llm.c
+    val_steps = args.val_max_steps if args.val_max_steps != -1 else sum(val_loader.ntok) // (B * T) if val_loader else 0
     if num_iterations < 0:
         num_iterations = sum(train_loader.ntok) // total
     print(f"total batch {total} tokens = B {B} x T {T} x grad_accum {grad_accum}; {num_iterations} steps")
@@ -422,12 +448,12 @@ def train(model, args, device, num_iterations, log):
     peak, zloss, znorm, ema_tps = peak_flops(device), ZScore(), ZScore(), 0.0
     for step in range(num_iterations + 1):
         last = step == num_iterations
-        if val_loader is not None and args.val_loss_every > 0 and (step % args.val_loss_every == 0 or last):
+        if val_loader is not None and val_steps > 0 and args.val_loss_every > 0 and (step % args.val_loss_every == 0 or last):
             model.eval()
             val_loader.reset()
             with torch.no_grad(), autocast_ctx(device, args.dtype):
                 vl = sum(fwd(*(t.to(device) for t in val_loader.next_batch()), return_logits=False)[1].item()
-                         for _ in range(args.val_max_steps)) / args.val_max_steps
+                         for _ in range(val_steps)) / val_steps
             print(f"val loss {vl:f}")
             log(f"s:{step} tel:{vl:.4f}")
         if last:
@@ -550,6 +576,13 @@ def write_reference(model, args, device):
                   np.concatenate(grads).astype(np.float32), losses, np.array(devs, dtype=np.float32),
                   np.array(noise, dtype=np.float32)])
 
+    if args.write_llmc_v2:
+        write_atomic(prefix + "_debug_state_v2.bin",
+                     [header(DEBUG_MAGIC, 2, B, T), x.cpu().numpy().astype(np.int32), y.cpu().numpy().astype(np.int32),
+                      logits.cpu().numpy().astype(np.float32), np.array([loss], dtype=np.float32),
+                      np.concatenate(grads).astype(np.float32)])
+        print(f"wrote {prefix}_debug_state_v2.bin (llm.c's version 2 layout)")
+
     names = ["logits"] + ["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b",
                           "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"] + ["losses"]
     print(f"wrote {prefix}.bin, {prefix}_bf16.bin, {prefix}_debug_state.bin (B={B} T={T} K={K} lr={args.test_lr:g})")
@@ -581,7 +614,7 @@ def parse_args():
     p.add_argument("-q", "--learning_rate_decay_frac", type=float, default=1.0)
     p.add_argument("-c", "--weight_decay", type=float, default=0.0)
     p.add_argument("-v", "--val_loss_every", type=int, default=20)
-    p.add_argument("-m", "--val_max_steps", type=int, default=20)
+    p.add_argument("-m", "--val_max_steps", type=int, default=20, help="-1 = the whole val split")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="auto: bf16 on CUDA")
     p.add_argument("--compile", type=int, default=0, choices=[0, 1])
@@ -590,6 +623,8 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--write_tensors", default="", help="PREFIX: write PREFIX.bin, PREFIX_bf16.bin, "
                                                         "PREFIX_debug_state.bin after --pretrain_steps steps")
+    p.add_argument("--write_llmc_v2", type=int, default=0, choices=[0, 1],
+                   help="with --write_tensors: also PREFIX_debug_state_v2.bin in llm.c's version 2 layout")
     p.add_argument("--pretrain_steps", type=int, default=0, help="with --write_tensors: train this many steps first")
     p.add_argument("--test_input", default="", help="token shard for the debug batch (default: --input_bin)")
     p.add_argument("--test_batch_size", type=int, default=4)
@@ -598,7 +633,11 @@ def parse_args():
     p.add_argument("--test_lr", type=float, default=0.0, help="AdamW lr of the K test steps; 0 = smallest lr "
                    "in TEST_LR_LADDER that lowers the loss every step and by >= 30%% in total")
     args = p.parse_args()
-    for name in ("batch_size", "sequence_length", "val_max_steps", "test_batch_size", "test_sequence_length",
+    if args.val_max_steps < -1:
+        die("--val_max_steps must be >= -1 (-1 = the whole val split)")
+    if args.num_iterations < -1:
+        die("--num_iterations must be >= -1 (-1 = one epoch, 0 = no update)")
+    for name in ("batch_size", "sequence_length", "test_batch_size", "test_sequence_length",
                  "test_steps"):
         if getattr(args, name) < 1:
             die(f"--{name} must be >= 1")
@@ -648,7 +687,7 @@ def main():
             logf.flush()
 
     steps = args.pretrain_steps if args.write_tensors else args.num_iterations
-    if steps != 0:
+    if steps != 0 or not args.write_tensors:  # -x 0: no update, but the step-0 val loss as llm.c
         # The reference files must not depend on the run: SDPA's fused CUDA backwards (cuDNN, memory-
         # efficient) are non-deterministic even with use_deterministic_algorithms (it only warns), so two
         # regenerations pretrained different models, and test_gpt2cu's tolerances (derived from the

@@ -6,13 +6,16 @@
  * Only process 0 with an output directory logs; on every other process the calls do nothing.
  * Each line is flushed as written, so a crash loses at most the line being written.
  *
- * Step numbering assumed (the trainer's loop, as in llm.c): iteration k first evaluates and logs
- * "s:k tel/eval" (k updates done), then saves checkpoint k, then does update k+1 and logs "s:k+1 trl".
- * Resuming from checkpoint k: logger_init(..., resume_step = k) keeps train lines with s <= k and
- * other "s:" lines with s < k (plus lines it does not recognise), and drops the rest: the resumed
- * run logs val/eval of step k and the train lines after k again, and lines a crashed run wrote after
- * its last checkpoint describe steps that get redone. The trimmed file replaces main.log
- * atomically and is then appended to. resume_step <= 0 truncates (fresh start).
+ * Step numbering (the trainer's loop, exactly as llm.c's train_gpt2.cu numbers main.log): iteration k
+ * first evaluates and logs "s:k tel/eval" (k updates done), then saves checkpoint k, then does update
+ * k+1 and logs it as "s:k trl" (the loop index, not the count of updates: the step line on stdout
+ * says "step k+1/N" for the same update, as llm.c's does).
+ * Resuming from checkpoint k: logger_init(..., resume_step = k) drops every "s:" line with s >= k and
+ * keeps the rest (and lines it does not recognise): the resumed run logs val/eval of step k and the
+ * train lines from s:k on again, and lines a crashed run wrote after its last checkpoint describe
+ * steps that get redone. The trimmed file replaces main.log atomically and is then appended to.
+ * resume_step <= 0 truncates (fresh start). (llm.c appends on resume without trimming, so its log
+ * can hold a step twice; readers such as dev/plot_log.py take the last value.)
  *
  * API
  *   void logger_init(Logger*, const char* log_dir, int process_rank, int resume_step)  dir may be NULL
@@ -43,10 +46,7 @@ inline void logger_trim_(const std::string& path, int resume_step) {
     auto finish_line = [&]() {
         int step, n = 0;
         bool drop = false;
-        if (sscanf(line.c_str(), "s:%d %n", &step, &n) == 1 && n > 0) {
-            bool train = line.compare(n, 4, "trl:") == 0;
-            drop = train ? step > resume_step : step >= resume_step;
-        }
+        if (sscanf(line.c_str(), "s:%d %n", &step, &n) == 1 && n > 0) drop = step >= resume_step;
         if (drop) any_dropped = true;
         else kept += line;
         line.clear();

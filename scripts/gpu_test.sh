@@ -6,7 +6,9 @@
 #     (meanwhile the test binaries build in the background)
 #     and the same files for a second shape, custom:L2,C1600,NH25 (d48's width: an odd head count, C not
 #     a multiple of 128), pretrained PRETRAIN_WIDE steps at T=256: gpt2_L2C1600*.bin
-#  3. test_gpt2cu in the BF16 and FP32 builds (and BF16 + USE_CUDNN=1 when CUDNN=1), at both shapes
+#  3. test_gpt2cu in the BF16 and FP32 builds (and BF16 + USE_CUDNN=1 when CUDNN=1), at both shapes,
+#     and on gpt2_124M_debug_state_v2.bin (the d12 debug state in llm.c's version 2 layout: llm.c's
+#     fixed tolerances)
 # Usage: [PRETRAIN=300] [PRETRAIN_WIDE=100] [CUDNN=0|1] [REGEN=1] scripts/gpu_test.sh     exit 1 if any test fails
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,9 +30,10 @@ builds="BF16:0 FP32:0"
 ) &
 build_pid=$!
 
-if [ ! -f gpt2_124M_debug_state.bin ] || [ "${REGEN:-0}" = 1 ]; then
+if [ ! -f gpt2_124M_debug_state.bin ] || [ ! -f gpt2_124M_debug_state_v2.bin ] || [ "${REGEN:-0}" = 1 ]; then
     python3 train_gpt2.py -i $TS/tiny_shakespeare_train.bin -e d12 -b 8 -t 1024 -l 6e-4 -u 20 \
-        --pretrain_steps "$PRETRAIN" --write_tensors gpt2_124M --test_input $TS/tiny_shakespeare_val.bin || exit 1
+        --pretrain_steps "$PRETRAIN" --write_tensors gpt2_124M --test_input $TS/tiny_shakespeare_val.bin \
+        --write_llmc_v2 1 || exit 1
 fi
 if [ ! -f gpt2_L2C1600_debug_state.bin ] || [ "${REGEN:-0}" = 1 ]; then
     python3 train_gpt2.py -i $TS/tiny_shakespeare_train.bin -e custom:L2,C1600,NH25 -b 8 -t 256 -l 6e-4 -u 20 \
@@ -41,11 +44,12 @@ status=0
 for b in $builds; do
     p=${b%:*}; c=${b#*:}
     bin=build/bin/test_gpt2cu_${p}_cudnn${c}
-    for prefix in gpt2_124M gpt2_L2C1600; do
+    for run in gpt2_124M:_debug_state gpt2_L2C1600:_debug_state gpt2_124M:_debug_state_v2; do
+        prefix=${run%:*}; state=${prefix}${run#*:}.bin
         model=${prefix}.bin; [ "$p" = BF16 ] && model=${prefix}_bf16.bin
-        what="PRECISION=$p USE_CUDNN=$c $prefix"
+        what="PRECISION=$p USE_CUDNN=$c $state"
         echo "=== test_gpt2cu $what"
-        if [ -x "$bin" ] && "$bin" -e "$model" -s "${prefix}_debug_state.bin"; then echo "=== PASS $what"
+        if [ -x "$bin" ] && "$bin" -e "$model" -s "$state"; then echo "=== PASS $what"
         else echo "=== FAIL $what"; tail -5 build/bin/build_${p}_${c}.log; status=1; fi
     done
 done

@@ -2,8 +2,9 @@
 # CPU check of the PyTorch reference and of llmc/model_file.h against the files it writes:
 #  1. makes a small token shard pair (train/val) with a skewed token distribution,
 #  2. trains a tiny GPT-2 (custom:L2,C128,NH2, T=64) a few steps and checks the step/val lines,
-#  3. trains the same steps again and writes checkpoint v3 + v5 + debug state (the losses of 1. and 3.
-#     must be identical: the reference is deterministic for a seed),
+#  3. trains the same steps again and writes checkpoint v3 + v5 + debug state, and the debug state in
+#     llm.c's version 2 layout too (the losses of 1. and 3. must be identical: the reference is
+#     deterministic for a seed),
 #  4. runs build/host/tests/test_model_file with REFERENCE_DIR pointing at those files.
 # Usage: dev/test/reference_check.sh   (from anywhere; PYTHON=python3 by default; KEEP=1 keeps the temp dir)
 # Takes about a minute on 2 CPU cores. Exit status non-zero on any failure.
@@ -42,11 +43,14 @@ num='[0-9]+\.[0-9]'
 step_re="^step +[1-4]/4 \| loss $num{6} \(([+-]$num{2}|\+nan)z\)\| norm $num{4} \(([+-]$num{2}|\+nan)z\)\| lr $num{2}e[+-][0-9]{2} \| $num{2} ms \| 0\.0% bf16 MFU \| [0-9]+ tok/s$"
 [ "$(grep -cE "$step_re" "$WORK/train.txt")" = 4 ] || fail "expected 4 step lines in llm.c's format"
 [ "$(grep -cE '^val loss [0-9]+\.[0-9]{6}$' "$WORK/train.txt")" = 3 ] || fail "expected val loss at steps 0, 2, 4"
+# llm.c's numbering: update k+1 is "s:k trl", so 4 steps log s:0 .. s:3
+grep -qE '^s:0 trl:[0-9.]+ lr:[0-9.]+ norm:[0-9.]+$' "$WORK/log/main.log" || fail "main.log lacks the train line s:0 (first update)"
 grep -qE '^s:3 trl:[0-9.]+ lr:[0-9.]+ norm:[0-9.]+$' "$WORK/log/main.log" || fail "main.log lacks the train line of step 3"
+! grep -qE '^s:4 trl:' "$WORK/log/main.log" || fail "main.log has a train line s:4 in a 4-step run"
 grep -qE '^s:4 tel:[0-9.]+$' "$WORK/log/main.log" || fail "main.log lacks the last val line"
 
 echo "--- 2. same 4 steps, then write the reference files"
-"$PYTHON" train_gpt2.py "${COMMON[@]}" --pretrain_steps 4 --write_tensors "$WORK/ref/gpt2_d2" --test_lr 3e-3 \
+"$PYTHON" train_gpt2.py "${COMMON[@]}" --pretrain_steps 4 --write_tensors "$WORK/ref/gpt2_d2" --test_lr 3e-3 --write_llmc_v2 1 \
     | tee "$WORK/write.txt"
 losses() { grep -E '^(step|val)' "$1" | sed -E 's/\|[^|]* ms \|.*$//'; }
 diff <(losses "$WORK/train.txt") <(losses "$WORK/write.txt") || fail "same seed, different losses: not deterministic"

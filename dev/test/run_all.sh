@@ -79,14 +79,19 @@ make train_gpt2cu PRECISION=BF16 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/nul
 expect_fail trainer-bad-flag "unknown flag -zz" ./train_gpt2cu -zz 1
 expect_fail trainer-bad-int "expects an integer" ./train_gpt2cu -b abc
 expect_fail trainer-bad-range "flag -ma must be in \[0, 1\], got 2" ./train_gpt2cu -ma 2
-expect_fail trainer-no-data "matches no files" ./train_gpt2cu -i /nonexistent/shard_*.bin
+expect_fail trainer-no-data "matches no files" ./train_gpt2cu -e d12 -i /nonexistent/shard_*.bin
+# -e defaults to llm.c's gpt2_124M_bf16.bin; without it, a message pointing to -e d12 and to dev/hf.py import
+expect_fail trainer-default-init-missing "python3 dev/hf.py import gpt2 gpt2_124M.bin" \
+    bash -c 'd=$(mktemp -d) && cd "$d" && "$0"; rc=$?; rm -rf "$d"; exit $rc' "$REPO/train_gpt2cu"
+expect_fail trainer-steps-below-minus-one "flag -x must be >= -1" ./train_gpt2cu -e d12 -x -2
+expect_fail trainer-gpt3-c5140-refused "head size 128, which does not divide it" ./train_gpt2cu -e gpt3:c5140
 expect_fail trainer-bad-descriptor "unknown model descriptor; valid: d6, d12, d24, d36, d48" ./train_gpt2cu -e d13
 expect_fail trainer-head-size "head size C/NH = 96/3 is not 64" ./train_gpt2cu -e custom:L2,C96,NH3
 # every input and flag is checked before the first CUDA call (issue 21): each bad one gets its own
 # message here, on a machine without a GPU, instead of a CUDA error
 bad=$(cd "$LOG_DIR" && pwd)/bad-inputs
 rm -rf "$bad" && python3 dev/test/make_bad_inputs.py "$bad"
-tr_ok=(./train_gpt2cu -e d1 -b 4 -t 64 -i "$bad/good_train_*.bin" -j "$bad/good_val_*.bin")
+tr_ok=(./train_gpt2cu -e custom:L1,C64,NH1 -b 4 -t 64 -i "$bad/good_train_*.bin" -j "$bad/good_val_*.bin")
 expect_fail trainer-valid-inputs-no-gpu "no CUDA GPU found" "${tr_ok[@]}"
 expect_fail trainer-shard-bad-magic "magic.bin' has bad magic" "${tr_ok[@]}" -i "$bad/magic.bin"
 expect_fail trainer-shard-header-lies "lies.bin' is 9216 bytes but its header says 5000 tokens" "${tr_ok[@]}" -i "$bad/lies.bin"
@@ -101,15 +106,18 @@ expect_fail trainer-bad-checkpoint "model_trunc.bin' has 6671222 bytes but its h
 expect_fail trainer-bad-run-state "state_00000010_00000.bin' is truncated" "${tr_ok[@]}" -y 1 -o "$bad/resume"
 expect_fail trainer-overfit-shuffle "-a 1 .* cannot shuffle" "${tr_ok[@]}" -a 1 -sh 1
 expect_fail trainer-bad-eval-file "eval file 'dev/data/hellaswag/hellaswag_val.bin' has bad magic" \
-    bash -c 'cd "$1/cwd" && "$2" -e d1 -b 4 -t 64 -i "$1/good_train_*.bin" -j "$1/good_val_*.bin" -h 1' _ "$bad" "$REPO/train_gpt2cu"
+    bash -c 'cd "$1/cwd" && "$2" -e custom:L1,C64,NH1 -b 4 -t 64 -i "$1/good_train_*.bin" -j "$1/good_val_*.bin" -h 1' _ "$bad" "$REPO/train_gpt2cu"
 expect_fail trainer-bad-tokenizer "'gpt2_tokenizer.bin' is not a tokenizer file" \
-    bash -c 'cd "$1/cwd" && "$2" -e d1 -b 4 -t 64 -i "$1/good_train_*.bin" -j "$1/good_val_*.bin"' _ "$bad" "$REPO/train_gpt2cu"
+    bash -c 'cd "$1/cwd" && "$2" -e custom:L1,C64,NH1 -b 4 -t 64 -i "$1/good_train_*.bin" -j "$1/good_val_*.bin"' _ "$bad" "$REPO/train_gpt2cu"
 expect_fail trainer-resume-removes-tmp "removed '.*state_00000020_00000.bin.tmp', left by an interrupted checkpoint" \
     "${tr_ok[@]}" -y 1 -o "$bad/leftover"
 run trainer-resume-tmp-gone bash -c "[ -z \"\$(ls '$bad/leftover')\" ]"
 # the README's main job: prepares Tiny Shakespeare, then stops with a clear message (no GPU here)
 expect_fail quickstart-without-gpu "no NVIDIA GPU found" bash scripts/quickstart.sh
 run quickstart-prepared-data test -s dev/data/tinyshakespeare/tiny_shakespeare_train.bin -a -s gpt2_tokenizer.bin
+# llm.c's flag values are accepted, up to the first CUDA call (no GPU here): -x 0 (no update),
+# -m -1 (whole val split), -lg -1 (off), a GPT-3 descriptor with its maxT 2048
+expect_fail trainer-llmc-flag-values "CUDA" ./train_gpt2cu -e gpt3:c768 -t 2048 -x 0 -m -1 -lg -1
 # the benchmark's arguments are checked before anything is built or run
 expect_fail bench-bad-argument "unknown argument --bogus" bash scripts/bench.sh --bogus
 expect_fail bench-bad-cudnn-dir "no include/cudnn.h there" bash scripts/bench.sh --cudnn /nonexistent

@@ -42,32 +42,55 @@ TEST(Logger, FreshStartTruncates) {
     EXPECT_EQ(read_log(dir.path + "/main.log"), "s:0 tel:2.0000\n");
 }
 
+// llm.c's loop (train_gpt2.cu at f1e2ace): for step = 0..N: val (every -v and at N) logged "s:step",
+// then, unless step == N, one update logged "s:step trl" (the loop index: update 1 is s:0).
+TEST(Logger, TrainLinesNumberedByLoopIndexAsLlmc) {
+    TempDir dir("test_logger");
+    Logger lg;
+    logger_init(&lg, dir.path.c_str(), 0, 0);
+    const int N = 3, val_every = 2;
+    for (int step = 0; step <= N; step++) {
+        if (step % val_every == 0 || step == N) logger_log_val(&lg, step, 5.0f - step);
+        if (step == N) break;
+        logger_log_train(&lg, step, 5.5f - step, 1e-4f, 1.0f);
+    }
+    logger_free(&lg);
+    EXPECT_EQ(read_log(dir.path + "/main.log"),
+              "s:0 tel:5.0000\n"
+              "s:0 trl:5.5000 lr:0.000100 norm:1.00\n"
+              "s:1 trl:4.5000 lr:0.000100 norm:1.00\n"
+              "s:2 tel:3.0000\n"
+              "s:2 trl:3.5000 lr:0.000100 norm:1.00\n"
+              "s:3 tel:2.0000\n");
+}
+
 TEST(Logger, ResumeDropsLinesTheResumedRunWritesAgain) {
-    // Loop order: at step k log val/eval "s:k", save checkpoint k, update, log train "s:k+1".
+    // Loop order: at step k log val/eval "s:k", save checkpoint k, update, log train "s:k".
+    // Resuming from checkpoint 2 writes s:2 tel/eval and s:2 trl again: every s >= 2 goes.
     TempDir dir("test_logger");
     write_file(dir.path + "/main.log",
                "s:0 tel:5.0000\n"
-               "s:1 trl:5.1000 lr:0.000100 norm:3.00\n"
-               "s:2 trl:4.9000 lr:0.000200 norm:2.00\n"
+               "s:0 trl:5.1000 lr:0.000100 norm:3.00\n"
+               "s:1 trl:4.9000 lr:0.000200 norm:2.00\n"
                "some note\n"
                "s:2 tel:4.5000\n"
                "s:2 eval:0.2600\n"
-               "s:3 trl:4.4000 lr:0.000300 norm:1.00\n"
-               "s:4 trl:4.3000 lr:0.000300 norm:1.00\n"
+               "s:2 trl:4.4000 lr:0.000300 norm:1.00\n"
+               "s:3 trl:4.3000 lr:0.000300 norm:1.00\n"
                "s:4 tel:4.2000\n"
                "s:10 trl:4.3");  // a crashed run's partial last line
     Logger lg;
     logger_init(&lg, dir.path.c_str(), 0, 2);  // resume from checkpoint 2
     logger_log_val(&lg, 2, 4.25f);
-    logger_log_train(&lg, 3, 4.0f, 3e-4f, 1.0f);
+    logger_log_train(&lg, 2, 4.0f, 3e-4f, 1.0f);
     logger_free(&lg);
     EXPECT_EQ(read_log(dir.path + "/main.log"),
               "s:0 tel:5.0000\n"
-              "s:1 trl:5.1000 lr:0.000100 norm:3.00\n"
-              "s:2 trl:4.9000 lr:0.000200 norm:2.00\n"
+              "s:0 trl:5.1000 lr:0.000100 norm:3.00\n"
+              "s:1 trl:4.9000 lr:0.000200 norm:2.00\n"
               "some note\n"
               "s:2 tel:4.2500\n"
-              "s:3 trl:4.0000 lr:0.000300 norm:1.00\n");
+              "s:2 trl:4.0000 lr:0.000300 norm:1.00\n");
     struct stat sb;
     EXPECT_NE(stat((dir.path + "/main.log.tmp").c_str(), &sb), 0);
 }

@@ -382,6 +382,106 @@ TEST(DebugState, ReadsLlmcVersion2AndNoDeviations) {
     EXPECT_EQ(s.expected_losses.size(), 3u);
 }
 
+// llm.c's train_gpt2.py write_state (f1e2ace), step by step: int32 header of 256 zeros with [0] 20240327,
+// [1] 2, [2] B, [3] T; x and y as int32 (B, T); logits fp32 (B, T, V) (its model's vocab is unpadded);
+// the loss as one fp32; the gradients through write_tensors in fp32: wte padded with zero rows to
+// (Vp, C), wpe, then for each per-layer parameter all L layers in turn, then lnf weight and bias.
+// `grads[i]` is tensor i of the checkpoint order without padding (wte (V, C)).
+static void write_llmc_v2_debug_state(const std::string& path, const GPT2Config& cfg, int B, int T,
+                                      const std::vector<int32_t>& x, const std::vector<int32_t>& y,
+                                      const std::vector<float>& logits, float loss,
+                                      const std::vector<std::vector<float>>& grads) {
+    std::string out;
+    auto put = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240327;
+    header[1] = 2;
+    header[2] = B;
+    header[3] = T;
+    put(header.data(), 1024);
+    put(x.data(), 4 * x.size());
+    put(y.data(), 4 * y.size());
+    put(logits.data(), 4 * logits.size());
+    put(&loss, 4);
+    std::vector<float> wte_padded((size_t)cfg.padded_vocab_size * cfg.channels, 0.0f);
+    std::copy(grads[0].begin(), grads[0].end(), wte_padded.begin());
+    put(wte_padded.data(), 4 * wte_padded.size());
+    for (int i = 1; i < NUM_PARAMETER_TENSORS; i++) put(grads[i].data(), 4 * grads[i].size());
+    write_file(path, out);
+}
+
+TEST(DebugState, ReadsAFileWrittenAsLlmcWritesVersion2) {
+    const GPT2Config& c = kTiny;
+    const int B = 3, T = 5, BT = B * T;
+    std::vector<int32_t> x(BT), y(BT);
+    for (int i = 0; i < BT; i++) {
+        x[i] = (11 * i + 3) % c.vocab_size;
+        y[i] = (11 * i + 14) % c.vocab_size;
+    }
+    std::vector<float> logits = random_floats((size_t)BT * c.vocab_size, 7);
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(c, sizes);
+    std::vector<std::vector<float>> grads(NUM_PARAMETER_TENSORS);
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        const size_t n = i == 0 ? (size_t)c.vocab_size * c.channels : sizes[i];
+        grads[i] = random_floats(n, 100 + i);
+    }
+    TempDir dir("test_model_file");
+    const std::string path = dir.file("llmc_v2.bin");
+    write_llmc_v2_debug_state(path, c, B, T, x, y, logits, 4.25f, grads);
+
+    const DebugState s = debug_state_read(path.c_str(), c);
+    EXPECT_EQ(s.version, 2);
+    EXPECT_EQ(s.B, B);
+    EXPECT_EQ(s.T, T);
+    EXPECT_EQ(s.x, std::vector<int>(x.begin(), x.end()));
+    EXPECT_EQ(s.y, std::vector<int>(y.begin(), y.end()));
+    EXPECT_EQ(s.logits, logits);
+    EXPECT_EQ(s.loss, 4.25f);
+    EXPECT_TRUE(s.expected_losses.empty());
+    EXPECT_FALSE(s.has_bf16_deviation);
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        for (size_t j = 0; j < sizes[i]; j++) {
+            const float want = j < grads[i].size() ? grads[i][j] : 0.0f;  // wte's padded rows are 0
+            ASSERT_EQ(s.grads[off + j], want) << PARAMETER_TENSOR_NAMES[i] << " element " << j;
+        }
+        off += sizes[i];
+    }
+    EXPECT_EQ(off, s.grads.size());
+}
+
+TEST(DebugState, LlmcFixedTolerancesForVersion2) {
+    // the numbers of llm.c's test_gpt2.cu
+    const LlmcTestTolerances bf = llmc_test_tolerances(true), fp = llmc_test_tolerances(false);
+    EXPECT_EQ(bf.logits, 25.0f);
+    EXPECT_EQ(fp.logits, 1e-3f);
+    EXPECT_EQ(bf.loss, 0.05f);
+    EXPECT_EQ(fp.loss, 1e-5f);
+    EXPECT_EQ(bf.grad[0], 5e-1f);   // wte
+    EXPECT_EQ(bf.grad[5], 3.5e-2f); // qkvb
+    EXPECT_EQ(bf.grad[15], 2e-2f);  // lnfb
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) EXPECT_EQ(fp.grad[i], 1e-6f);
+    EXPECT_EQ(bf.grad_rel, 0.079f);
+    EXPECT_EQ(fp.grad_rel, 0.079f);
+    EXPECT_EQ(bf.lr, 1e-4f);
+    EXPECT_EQ(bf.steps, 10);
+    // check_tensor's rule: |ours - ref| <= threshold + 0.079 |ref|, element by element
+    const float ref[3] = {1.0f, -2.0f, 0.0f};
+    double worst;
+    size_t at;
+    const float inside[3] = {1.0f + 0.8f * (0.01f + 0.079f), -2.0f, 0.009f};
+    EXPECT_TRUE(llmc_tensor_within(inside, ref, 3, 0.01f, 0.079f, &worst, &at));
+    EXPECT_EQ(at, 2u);  // 0.009 / 0.01 = 0.9 of its limit; element 0 is at 0.8 of its own
+    EXPECT_NEAR(worst, 0.9, 1e-3);
+    const float outside[3] = {1.0f, -2.0f - 1.1f * (0.01f + 2 * 0.079f), 0.0f};
+    EXPECT_FALSE(llmc_tensor_within(outside, ref, 3, 0.01f, 0.079f, &worst, &at));
+    EXPECT_EQ(at, 1u);
+    EXPECT_NEAR(worst, 1.1, 1e-3);
+    const float nan_ours[3] = {1.0f, NAN, 0.0f};
+    EXPECT_FALSE(llmc_tensor_within(nan_ours, ref, 3, 0.01f, 0.079f, &worst, &at));
+}
+
 TEST(DebugStateValidation, RejectsBadFiles) {
     TempDir dir("test_model_file");
     std::vector<char> good = debug_state_bytes(kTiny, DebugFile{});
@@ -511,6 +611,24 @@ TEST(Reference, Bf16FileIsTheRoundedFp32File) {
     float row0 = 0;
     for (size_t i = 0; i < C; i++) row0 += std::fabs(w32[i]);
     EXPECT_GT(row0, 0.0f);
+}
+
+// train_gpt2.py --write_llmc_v2 1: the same batch, logits, loss and gradients in llm.c's version 2 layout
+TEST(Reference, LlmcVersion2DebugStateHoldsTheSameTensors) {
+    std::string prefix = reference_prefix();
+    ASSERT_FALSE(prefix.empty());
+    GPT2Config cfg = model_file_read_header((prefix + ".bin").c_str()).cfg;
+    DebugState v3 = debug_state_read((prefix + "_debug_state.bin").c_str(), cfg);
+    DebugState v2 = debug_state_read((prefix + "_debug_state_v2.bin").c_str(), cfg);
+    EXPECT_EQ(v2.version, 2);
+    EXPECT_EQ(v2.B, v3.B);
+    EXPECT_EQ(v2.T, v3.T);
+    EXPECT_EQ(v2.x, v3.x);
+    EXPECT_EQ(v2.y, v3.y);
+    EXPECT_EQ(v2.logits, v3.logits);
+    EXPECT_EQ(v2.loss, v3.loss);
+    EXPECT_EQ(v2.grads, v3.grads);
+    EXPECT_TRUE(v2.expected_losses.empty());
 }
 
 TEST(Reference, DebugStateIsSane) {
