@@ -11,6 +11,13 @@
 #                               few seconds later, before a large checkpoint is written. The ranks
 #                               agree to stop, checkpoint and exit 0; mpirun then exits with them.
 #                               Returns CMD's exit code; sets FORWARDED_SIGNAL=1 when it forwarded one.
+#   term_trappable_or_reexec SCRIPT ARGS...
+#                               call first thing in a script that forwards SIGTERM (before any cd): when
+#                               the script's shell inherited SIGTERM as ignored, bash cannot trap it (a
+#                               trap is silently not set), so run_forwarding_term would never forward it;
+#                               then the script runs itself again with SIGTERM at its default
+#                               (env --default-signal, coreutils >= 9). Seen on the GPU machine: the
+#                               mpirun -np 1 stop check ran all its steps and never saw the SIGTERM.
 #   error_recurs RC LOG         true when exit code RC with the trainer's stderr in LOG is an error a
 #                               restart would repeat: exit 1 with an "error: " line (fatal(): a flag, a
 #                               file, the data, a NaN loss), unless the error is about waiting for a
@@ -46,6 +53,18 @@ kill_tree() {
     kill -STOP $pids 2>/dev/null   # nobody respawns or exits cleanly while the list is killed
     kill -9 $pids 2>/dev/null
     return 0
+}
+
+term_trappable_or_reexec() {
+    local ign
+    ign=$(awk '/^SigIgn:/ { print $2 }' /proc/$$/status 2>/dev/null)
+    [ -n "$ign" ] && (( (16#$ign >> 14) & 1 )) || return 0   # bit 14 = signal 15
+    if [ -n "${LLMC_TERM_REEXEC:-}" ]; then
+        echo "warning: SIGTERM is still ignored after re-running $1: it will not be forwarded to the ranks" >&2
+        return 0
+    fi
+    echo "note: this shell inherited SIGTERM as ignored (bash cannot trap it then): running $1 again with SIGTERM at its default" >&2
+    LLMC_TERM_REEXEC=1 exec env --default-signal=TERM bash "$@"
 }
 
 error_recurs() {

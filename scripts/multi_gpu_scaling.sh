@@ -15,6 +15,8 @@
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0). mpirun gets --allow-run-as-root only as root.
 # Usage: scripts/multi_gpu_scaling.sh [--one-gpu]   (SCALE_DIR: logs; SCALE_DATA: data dir, kept between runs)
 set -uo pipefail
+source "$(dirname "$0")/mpi_launch.sh"
+term_trappable_or_reexec "$0" "$@"
 cd "$(dirname "$0")/.."
 source scripts/mpi_launch.sh
 mpirun_cmd

@@ -9,6 +9,8 @@
 #   4. the same in the NO_MULTI_GPU=1 build (no NCCL: the wait is the gradient norm's stream sync)
 # Usage: scripts/multi_gpu_stop_check.sh   (STOP_DIR: logs)
 set -uo pipefail
+source "$(dirname "$0")/mpi_launch.sh"
+term_trappable_or_reexec "$0" "$@"
 cd "$(dirname "$0")/.."
 source scripts/mpi_launch.sh
 mpirun_cmd

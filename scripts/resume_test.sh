@@ -45,7 +45,7 @@ pid=$!
 until grep -qE '^step +10/' "$D/c.log" 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 0.02; done
 kill -TERM $pid; wait $pid; rc=$?
 latest=$(ls "$D/c" | sed -nE 's/^DONE_0*([0-9]+)$/\1/p' | sort -n | tail -1)
-if [ $rc -eq 0 ] && [ -n "$latest" ] && grep -q "stopping on signal 15" "$D/c.log"; then
+if [ $rc -eq 0 ] && [ -n "$latest" ] && grep -q "^stopping after step $latest: SIGINT/SIGTERM" "$D/c.log"; then
     echo "PASS: SIGTERM -> checkpoint of step $latest written, exit code 0"
 else
     echo "FAIL: SIGTERM run: exit $rc, DONE step '${latest}'"; tail -5 "$D/c.log"; status=1

@@ -17,6 +17,8 @@
 #   OUT_DIR (default log_<name>), MAX_RESTARTS (default 20). Extra arguments go to train_gpt2cu.
 # Usage (from a recipe): run_gpt2.sh NAME trainer-flags...
 set -uo pipefail
+source "$(dirname "$0")/mpi_launch.sh"
+term_trappable_or_reexec "$0" "$@"
 cd "$(dirname "$0")/.."
 NAME=$1; shift
 USE_CUDNN=${USE_CUDNN:-1}

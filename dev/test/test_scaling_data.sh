@@ -65,6 +65,25 @@ kill -TERM $launcher; wait $launcher; rc=$?
 [ -f "$T/ckpt.0" ] && [ -f "$T/ckpt.1" ] && [ $rc -eq 0 ] && ok "SIGTERM forwarded to the ranks, not mpirun: both checkpointed, exit 0" ||
     bad "SIGTERM forwarding (rc $rc, $(ls "$T" | tr '\n' ' '))"
 
+# the same, from a shell that inherited SIGTERM as ignored (as on the GPU machine): the launcher must
+# re-run itself with SIGTERM at its default, or the trap is silently not set and nothing is forwarded
+rm -f "$T"/started.* "$T"/ckpt.*
+cat > "$T/launcher.sh" <<'L'
+source scripts/mpi_launch.sh
+term_trappable_or_reexec "$0" "$@"
+run_forwarding_term "$T/bin/fakempirun"
+L
+export T
+( trap '' TERM; exec bash "$T/launcher.sh" ) 2> "$T/launcher.err" & launcher=$!
+wait_started || bad "fake ranks did not start (TERM ignored on entry)"
+kill -TERM $launcher
+for _ in $(seq 100); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
+kill -0 $launcher 2>/dev/null && { kill_tree $launcher; echo "the launcher ignored SIGTERM for 10 s" >> "$T/launcher.err"; }
+wait $launcher; rc=$?
+[ -f "$T/ckpt.0" ] && [ -f "$T/ckpt.1" ] && [ $rc -eq 0 ] && grep -q "inherited SIGTERM as ignored" "$T/launcher.err" &&
+    ok "SIGTERM ignored on entry: the launcher re-ran itself and forwarded it" ||
+    bad "SIGTERM ignored on entry (rc $rc, $(ls "$T" | tr '\n' ' '), $(cat "$T/launcher.err"))"
+
 rm -f "$T"/started.* "$T"/ckpt.*
 setsid "$T/bin/fakempirun" & mpi=$!   # its own process group, as the old crash test started mpirun
 wait_started || bad "fake ranks did not start"
