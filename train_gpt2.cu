@@ -532,8 +532,9 @@ static void setup(Trainer& tr) {
 
     // model configuration: descriptor or checkpoint. Resuming without -e takes the shape from the
     // checkpoint, as llm.c (which ignores -e when it resumes) does.
-    if (c.resume && !c.init_given && ckpt_find_latest(c.output_dir) >= 0) {
-        c.init = ckpt_model_path(c.output_dir, ckpt_find_latest(c.output_dir));
+    if (c.resume && !c.init_given) {
+        const int latest = ckpt_find_latest(c.output_dir);
+        if (latest >= 0) c.init = ckpt_model_path(c.output_dir, latest);
     }
     GPT2Config mc;
     ModelFileInfo info;
