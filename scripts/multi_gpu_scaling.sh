@@ -18,7 +18,6 @@ set -uo pipefail
 source "$(dirname "$0")/mpi_launch.sh"
 term_trappable_or_reexec "$0" "$@"
 cd "$(dirname "$0")/.."
-source scripts/mpi_launch.sh
 mpirun_cmd
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 D=${SCALE_DIR:-build/multi_gpu_scaling}

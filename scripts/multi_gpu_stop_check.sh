@@ -12,7 +12,6 @@ set -uo pipefail
 source "$(dirname "$0")/mpi_launch.sh"
 term_trappable_or_reexec "$0" "$@"
 cd "$(dirname "$0")/.."
-source scripts/mpi_launch.sh
 mpirun_cmd
 export NCCL_NVLS_ENABLE=0
 D=${STOP_DIR:-build/multi_gpu_stop_check}

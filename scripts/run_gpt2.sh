@@ -40,7 +40,6 @@ fi
 make -j"$(nproc)" train_gpt2cu USE_CUDNN="$USE_CUDNN" || exit 1
 mkdir -p "$OUT_DIR"
 export NCCL_NVLS_ENABLE=0
-source scripts/mpi_launch.sh
 mpirun_cmd
 LAUNCH=()
 [ "$NUM_GPUS" -gt 1 ] && LAUNCH=("${MPIRUN[@]}" -np "$NUM_GPUS" --bind-to none -x NCCL_NVLS_ENABLE)
