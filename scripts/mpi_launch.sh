@@ -2,7 +2,8 @@
 #   mpirun_cmd                  prints nothing; sets the array MPIRUN: mpirun, plus --allow-run-as-root
 #                               only when running as root (Open MPI refuses root without it)
 #   descendants PID             every process below PID (children, grandchildren, ...), one per line
-#   trainer_pids PID            those descendants that are train_gpt2cu processes (the ranks)
+#   trainer_pids PID            those descendants that are train_gpt2cu processes (the ranks): the
+#                               program name is matched, LLMC_TRAINER_NAME to match another name
 #   kill_tree PID               SIGKILL to PID and every descendant (a crash of the whole job: Open
 #                               MPI puts each rank in its own process group, so kill -- -PGID misses them)
 #   run_forwarding_term CMD...  runs CMD in its own session and waits for it. A SIGTERM / SIGINT to
@@ -39,9 +40,9 @@ descendants() {
 }
 
 trainer_pids() {  # by the program's name in its first two words (a script run through env shows as bash)
-    local p
+    local p name=${LLMC_TRAINER_NAME:-train_gpt2cu}
     for p in $(descendants "$1"); do
-        ps -o args= -p "$p" 2>/dev/null | awk '{ for (i = 1; i <= 2 && i <= NF; i++) { n = split($i, a, "/"); if (a[n] == "train_gpt2cu") f = 1 } }
+        ps -o args= -p "$p" 2>/dev/null | awk -v name="$name" '{ for (i = 1; i <= 2 && i <= NF; i++) { n = split($i, a, "/"); if (a[n] == name) f = 1 } }
                                             END { exit !f }' && echo "$p"
     done
     return 0

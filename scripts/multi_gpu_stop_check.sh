@@ -18,8 +18,10 @@ D=${STOP_DIR:-build/multi_gpu_stop_check}
 rm -rf "$D"; mkdir -p "$D"
 [ -f dev/data/tinyshakespeare/tiny_shakespeare_train.bin ] || bash dev/data/tinyshakespeare.sh > /dev/null || exit 1
 J=$(nproc)
-make -j"$J" train_gpt2cu NO_MULTI_GPU=1 > "$D/build_single.log" 2>&1 && cp train_gpt2cu "$D/bin_single" || { tail "$D/build_single.log"; exit 1; }
-make -j"$J" train_gpt2cu > "$D/build_nccl.log" 2>&1 && cp train_gpt2cu "$D/bin_nccl" || { tail "$D/build_nccl.log"; exit 1; }
+make -j"$J" train_gpt2cu NO_MULTI_GPU=1 > "$D/build_single.log" 2>&1 && mkdir -p "$D/bin_single" && cp train_gpt2cu "$D/bin_single/" || { tail "$D/build_single.log"; exit 1; }
+make -j"$J" train_gpt2cu > "$D/build_nccl.log" 2>&1 && mkdir -p "$D/bin_nccl" && cp train_gpt2cu "$D/bin_nccl/" || { tail "$D/build_nccl.log"; exit 1; }
+# the copies keep the name train_gpt2cu: run_forwarding_term finds the ranks by it (on the H200 a copy
+# named bin_nccl never got the forwarded SIGTERM and ran all its steps)
 COMMON=(-e d12 -b 8 -t 1024 -x 2000 -l 6e-4 -v 0 -s 0)
 status=0
 wait_step() {  # LOG N PID: until LOG shows step N (or the process is gone)
@@ -35,14 +37,14 @@ check_stop() {  # NAME LOG RC DIR
 }
 
 # 1. the single-process NCCL path, signal straight to the trainer
-LLMC_NCCL_SINGLE=1 "$D/bin_nccl" "${COMMON[@]}" -pi tcp -pn 1 -pr 0 -ps 127.0.0.1 -o "$D/single" > "$D/single.log" 2>&1 &
+LLMC_NCCL_SINGLE=1 "$D/bin_nccl/train_gpt2cu" "${COMMON[@]}" -pi tcp -pn 1 -pr 0 -ps 127.0.0.1 -o "$D/single" > "$D/single.log" 2>&1 &
 pid=$!
 wait_step "$D/single.log" 5 $pid
 kill -TERM $pid; wait $pid; rc=$?
 check_stop "LLMC_NCCL_SINGLE=1" "$D/single.log" $rc "$D/single"
 
 # 2. mpirun -np 1, SIGTERM to the launching shell (forwarded to the rank, not to mpirun)
-( run_forwarding_term "${MPIRUN[@]}" -np 1 -x LLMC_NCCL_SINGLE=1 -x NCCL_NVLS_ENABLE "$D/bin_nccl" "${COMMON[@]}" \
+( run_forwarding_term "${MPIRUN[@]}" -np 1 -x LLMC_NCCL_SINGLE=1 -x NCCL_NVLS_ENABLE "$D/bin_nccl/train_gpt2cu" "${COMMON[@]}" \
       -o "$D/mpi" ) > "$D/mpi.log" 2>&1 &
 pid=$!
 wait_step "$D/mpi.log" 5 $pid
@@ -53,7 +55,7 @@ check_stop "mpirun -np 1" "$D/mpi.log" $rc "$D/mpi"
 for b in nccl single; do
     env=(LLMC_TEST_HANG_AT_STEP=5); [ $b = nccl ] && env+=(LLMC_NCCL_SINGLE=1)
     t0=$SECONDS
-    env "${env[@]}" timeout 300 "$D/bin_$b" "${COMMON[@]}" -wt 20 > "$D/hang_$b.log" 2>&1; rc=$?
+    env "${env[@]}" timeout 300 "$D/bin_$b/train_gpt2cu" "${COMMON[@]}" -wt 20 > "$D/hang_$b.log" 2>&1; rc=$?
     took=$((SECONDS - t0))
     want="watchdog: step 5: the loss / stop vote"; [ $b = single ] && want="watchdog: step 5: the gradient norm"
     if [ $rc -eq 1 ] && grep -q "$want" "$D/hang_$b.log" && [ $took -lt 90 ]; then
