@@ -66,9 +66,10 @@ struct TrainConfig {
     float skip_loss_z = 0.0f;         // -sl
     float skip_norm_z = 0.0f;         // -sg
     int gpu_log_every = -1;           // -lg: <= 0 off (llm.c's default -1)
-    int shuffle = 0;                  // -sh (ours): shuffle training data each epoch
+    int shuffle = 1;                  // -sh (ours): 1 = llm.c's train data shuffle, 0 = file order
+    bool shuffle_given = false;       //   -sh was on the command line (-a 1 turns the default off)
     int phase_timing = 0;             // -pt (ours): print GPU time per phase of the step at the end
-    uint64_t seed = 42;               // -seed (ours): random init and shuffling
+    uint64_t seed = 42;               // -seed (ours): random init and sampling (the shuffle is llm.c's: 42 + rank)
     // multi-process
     int num_processes = 1;            // -pn
     int process_rank = 0;             // -pr
@@ -109,7 +110,8 @@ static void print_usage() {
         "  -a <0|1>   overfit a single batch (0)  -f <0|1>   allow TF32 in FP32 builds (1)\n"
         "  -sl <float> / -sg <float>  skip update when loss / grad-norm z-score exceeds this (0 = off)\n"
         "  -lg <int>  print GPU utilisation every N steps (-1 = off)\n"
-        "  -sh <0|1>  shuffle training data (0)   -seed <int> random seed (42)\n"
+        "  -sh <0|1>  train data order: 1 = shuffled as llm.c does (default; its seed is 42 + rank),\n"
+        "             0 = file order; -a 1 turns it off     -seed <int> seed of -e dN init and sampling (42)\n"
         "  -pt <0|1>  time each phase of the step on the GPU and print a table at the end (0)\n"
         "  -ma <0|1>  per GEMM shape, the fastest cuBLASLt algorithm among those giving the same bits as\n"
         "             cuBLASLt's first choice, timed on the first call; likewise cuDNN's attention plans (1)\n"
@@ -186,7 +188,7 @@ static TrainConfig parse_args(int argc, char** argv) {
         else if (f == "-sl") c.skip_loss_z = parse_float(argv[i], v);
         else if (f == "-sg") c.skip_norm_z = parse_float(argv[i], v);
         else if (f == "-lg") c.gpu_log_every = parse_int(argv[i], v);
-        else if (f == "-sh") c.shuffle = parse_int(argv[i], v);
+        else if (f == "-sh") { c.shuffle = parse_int(argv[i], v); c.shuffle_given = true; }
         else if (f == "-pt") c.phase_timing = parse_int(argv[i], v);
         else if (f == "-seed") c.seed = (uint64_t)parse_int(argv[i], v);
         else if (f == "-pn") c.num_processes = parse_int(argv[i], v);
@@ -228,7 +230,10 @@ static TrainConfig parse_args(int argc, char** argv) {
         if (value < -1) fatal("flag %s must be >= -1 (-1: %s), got %d", flag,
                               flag[1] == 'x' ? "one epoch" : flag[1] == 'm' ? "whole val split" : "off", value);
     }
-    if (c.overfit_single_batch && c.shuffle) fatal("-a 1 reads the first windows of -j in order at every step: it cannot shuffle (-sh 1)");
+    if (c.overfit_single_batch && c.shuffle) {  // llm.c: -a 1 loads the train data unshuffled
+        if (c.shuffle_given) fatal("-a 1 reads the first windows of -j in order at every step: it cannot shuffle (-sh 1)");
+        c.shuffle = 0;
+    }
     if (c.overfit_single_batch && c.val_pattern.empty()) fatal("-a 1 trains on the start of the -j data (as llm.c), but -j is empty");
     if (c.lr < 0.0f) fatal("flag -l must be >= 0, got %g", c.lr);
     if (c.watchdog_s < 0.0f) fatal("flag -wt must be >= 0 seconds, got %g", c.watchdog_s);
@@ -576,11 +581,11 @@ static void setup(Trainer& tr) {
 
     // data: every shard's header and size, then every token id against the model's vocabulary
     dataloader_init(&tr.train_loader, train_pattern.c_str(), c.overfit_single_batch ? "-j" : "-i", c.B, c.T,
-                    c.process_rank, c.num_processes, c.shuffle != 0, c.seed);
+                    c.process_rank, c.num_processes, c.shuffle != 0);
     dataloader_check_tokens(&tr.train_loader, train_flag, mc.vocab_size);
     if (tr.have_val) {
         dataloader_init(&tr.val_loader, c.val_pattern.c_str(), "-j", c.B, c.T, c.process_rank, c.num_processes,
-                        false, 0);
+                        false);
         if (!c.overfit_single_batch) dataloader_check_tokens(&tr.val_loader, "-j", mc.vocab_size);
         tr.val_num_batches = plan_val_batches(c.val_max_steps, shard_pattern_tokens(tr.val_loader.shard_paths),
                                               tokens_per_micro);

@@ -11,36 +11,43 @@
  * After a window the loader advances to the next one; when none is left in the shard it moves to
  * the next shard, and after the last shard it starts a new epoch at the first shard.
  *
- * Shuffling (shuffle = true): every epoch uses a permutation of the shard order, and every shard a
- * permutation of its window indices. Both are pure functions of (seed, epoch, position of the shard
- * in the epoch), so every process must use the same seed (the windows of one global batch must be
- * the same window on all processes) and a restart reproduces them. Without shuffling the order is
- * the identity and the epoch number does not matter.
+ * Shuffling (shuffle = true: the train loader by default, as llm.c; never the val loader), exactly
+ * llm.c's algorithm (llmc/dataloader.h at f1e2ace), so the same shards give the same batches in the
+ * same order as llm.c at any process count and rank:
+ *  - one MT19937 (rand.h) per loader, seeded with 42 + process_rank: the ranks shuffle independently
+ *    (a global batch is not one window read by all ranks, as it is without shuffling; over an epoch
+ *    every rank still reads its slot of every window exactly once);
+ *  - the shard order starts as the identity; at the start of every epoch (init included) it is
+ *    permuted IN PLACE, so each epoch permutes the previous epoch's order (cumulative);
+ *  - whenever a shard becomes current (first shard of an epoch, or the next shard), its window order
+ *    is reset to the identity and permuted, drawing after the shard permutation.
+ * The generator's state, both orders and the two positions are the whole state (run_state.h writes
+ * them in llm.c's layout). Without shuffling both orders are the identity.
  *
  * API
  *   void dataloader_init(DataLoader*, const char* glob_pattern, const char* flag_name, size_t B,
- *                        size_t T, int process_rank, int num_processes, bool shuffle, uint64_t seed)
+ *                        size_t T, int process_rank, int num_processes, bool shuffle)
  *        flag_name (e.g. "-i") is named in the error when the pattern matches nothing.
  *   void dataloader_next_batch(DataLoader*)    inputs = tokens [0, B*T), targets = tokens [1, B*T]
  *                                              of this process's window (int32, B*T each, overwritten)
- *   void dataloader_reset(DataLoader*)         back to the start of epoch 0 (same batches again)
+ *   void dataloader_reset(DataLoader*)         llm.c's reset: back to the first shard of the shard
+ *                                              order; without shuffling the same batches again, with
+ *                                              shuffling new orders (the generator moves on)
  *   size_t dataloader_num_batches(const DataLoader*)   windows per epoch (= global batches per epoch)
- *   void dataloader_resume(DataLoader*, size_t shard_idx, size_t sample_idx)
- *        continue in the current epoch at position shard_idx of the shard order, window number
- *        sample_idx of that shard's window order (sample_idx == its window count is allowed: the
- *        next batch then moves on). Set the epoch first (dataloader_set_state) when shuffling.
  *   DataLoaderState dataloader_get_state(const DataLoader*)
  *   void dataloader_set_state(DataLoader*, const DataLoaderState&, const char* source)
  *        exact save/restore (run_state.h stores it); after set_state the batches equal the
- *        uninterrupted sequence. `source` (the state file) is named in errors.
+ *        uninterrupted sequence. A state whose shard count or window count does not fit this loader
+ *        is refused naming both numbers; `source` (the state file) is named in errors. sample_idx may
+ *        equal the shard's window count (the next batch then moves on, as in llm.c).
  *   void dataloader_check_tokens(const DataLoader*, const char* flag_name, int vocab_size)
  *        reads every token of every shard (start-up check, before any GPU work): the first id >=
  *        vocab_size stops with the shard name and position. Memory/disk-bandwidth bound; prints
  *        progress to stderr when the shards are large.
  *   void dataloader_begin_step(DataLoader*, bool overfit_single_batch)
- *        call before the micro-batches of each optimizer step. With overfit (-a 1) the loader goes
- *        back to the start, as llm.c does: every step reads windows 0..accum-1 again, micro-step k
- *        reading window k. Without it, nothing (the data simply continues).
+ *        call before the micro-batches of each optimizer step. With overfit (-a 1, which also turns
+ *        shuffling off) the loader goes back to the start, as llm.c does: every step reads windows
+ *        0..accum-1 again, micro-step k reading window k. Without it, nothing (the data continues).
  *   void dataloader_free(DataLoader*)
  *
  * Every token of a loaded window is checked against the GPT-2 vocabulary (< 50257); a bad id stops
@@ -66,14 +73,17 @@ constexpr int32_t SHARD_MAGIC = 20240520;
 constexpr int32_t SHARD_VERSION = 1;
 constexpr int32_t DATALOADER_VOCAB_SIZE = 50257;  // GPT-2: valid token ids are 0..50256
 
-// Everything needed to continue the exact batch sequence (written by run_state.h).
+constexpr uint32_t DATALOADER_SHUFFLE_SEED = 42;  // llm.c: manual_seed(42 + process_rank)
+
+// Everything needed to continue the exact batch sequence (written by run_state.h; the names in
+// brackets are llm.c's DataLoader fields that hold the same values).
 struct DataLoaderState {
-    uint64_t epoch = 0;
-    uint64_t shard_idx = 0;              // position in shard_order
-    uint64_t sample_idx = 0;             // position in sample_order (next window to read)
-    uint64_t shuffle_rng = 0;            // RNG state after drawing sample_order (0 if not shuffling)
-    std::vector<int32_t> shard_order;    // (num_shards) this epoch's shard permutation
-    std::vector<int32_t> sample_order;   // (windows of the current shard) window permutation
+    uint64_t epoch = 0;                  // epochs completed (ours, for information; not in llm.c)
+    uint64_t shard_idx = 0;              // position in shard_order [current_shard_idx]
+    uint64_t sample_idx = 0;             // position in sample_order of the next window [current_sample_idx]
+    std::vector<int32_t> shard_order;    // (num_shards) [shard_indices]; identity without shuffling
+    std::vector<int32_t> sample_order;   // (windows of the current shard) [intra_shard_indices]
+    Mt19937State rng = {};               // shuffling generator [shuffle_rng]; unused without shuffling
 };
 
 struct DataLoader {
@@ -81,7 +91,6 @@ struct DataLoader {
     size_t B = 0, T = 0;
     int process_rank = 0, num_processes = 1;
     bool shuffle = false;
-    uint64_t seed = 0;
     std::vector<std::string> shard_paths;    // sorted glob result
     std::vector<size_t> shard_num_windows;   // windows of P*B*T tokens per shard
     size_t total_windows = 0;
@@ -127,30 +136,23 @@ inline size_t dataloader_check_shard_(const std::string& path) {
     return ntok;
 }
 
-// Window order of the shard at position pos of the current epoch; leaves the RNG in st.shuffle_rng.
-inline void dataloader_make_sample_order_(DataLoader* dl, size_t pos) {
-    size_t shard = (size_t)dl->st.shard_order[pos];
-    size_t n = dl->shard_num_windows[shard];
-    dl->st.sample_order.resize(n);
-    if (dl->shuffle) {
-        uint64_t rng = rng_seed(dl->seed ^ rng_mix64(dl->st.epoch), pos + 1);
-        random_permutation(dl->st.sample_order.data(), n, &rng);
-        dl->st.shuffle_rng = rng;
-    } else {
-        for (size_t i = 0; i < n; i++) dl->st.sample_order[i] = (int32_t)i;
-        dl->st.shuffle_rng = 0;
-    }
+// The current shard's window order: the identity, permuted when shuffling (llm.c's
+// prepare_intra_shard_indices_).
+inline void dataloader_make_sample_order_(DataLoader* dl) {
+    const size_t n = dl->shard_num_windows[(size_t)dl->st.shard_order[dl->st.shard_idx]];
+    std::vector<int32_t>& order = dl->st.sample_order;
+    order.resize(n);
+    for (size_t i = 0; i < n; i++) order[i] = (int32_t)i;
+    if (dl->shuffle) mt19937_permute(order.data(), (int32_t)n, &dl->st.rng);
 }
 
-inline void dataloader_make_shard_order_(DataLoader* dl) {
-    size_t n = dl->shard_paths.size();
-    dl->st.shard_order.resize(n);
-    if (dl->shuffle) {
-        uint64_t rng = rng_seed(dl->seed ^ rng_mix64(dl->st.epoch), 0);
-        random_permutation(dl->st.shard_order.data(), n, &rng);
-    } else {
-        for (size_t i = 0; i < n; i++) dl->st.shard_order[i] = (int32_t)i;
-    }
+// llm.c's dataloader_reset: first shard of the order (re-permuted in place when shuffling).
+inline void dataloader_restart_(DataLoader* dl) {
+    DataLoaderState& st = dl->st;
+    st.shard_idx = 0;
+    st.sample_idx = 0;
+    if (dl->shuffle) mt19937_permute(st.shard_order.data(), (int32_t)st.shard_order.size(), &st.rng);
+    dataloader_make_sample_order_(dl);
 }
 
 inline void dataloader_open_shard_(DataLoader* dl, int shard) {
@@ -160,19 +162,11 @@ inline void dataloader_open_shard_(DataLoader* dl, int shard) {
     dl->current_file_shard = shard;
 }
 
-inline void dataloader_start_epoch_(DataLoader* dl, uint64_t epoch) {
-    dl->st.epoch = epoch;
-    dl->st.shard_idx = 0;
-    dl->st.sample_idx = 0;
-    dataloader_make_shard_order_(dl);
-    dataloader_make_sample_order_(dl, 0);
-}
-
 // ----------------------------------------------------------------------------
 // API
 
 inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char* flag_name, size_t B,
-                            size_t T, int process_rank, int num_processes, bool shuffle, uint64_t seed) {
+                            size_t T, int process_rank, int num_processes, bool shuffle) {
     if (B == 0 || T == 0) fatal("data loader needs B > 0 and T > 0 (got B=%zu, T=%zu)", B, T);
     if (num_processes < 1 || process_rank < 0 || process_rank >= num_processes) {
         fatal("bad process rank %d of %d processes", process_rank, num_processes);
@@ -182,7 +176,6 @@ inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char
     dl->process_rank = process_rank;
     dl->num_processes = num_processes;
     dl->shuffle = shuffle;
-    dl->seed = seed;
 
     glob_t g;
     int rc = glob(glob_pattern, 0, nullptr, &g);
@@ -219,10 +212,14 @@ inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char
     dl->targets = (int*)malloc_check(B * T * sizeof(int));
     dl->fp = nullptr;
     dl->current_file_shard = -1;
-    dataloader_start_epoch_(dl, 0);
+    dl->st = DataLoaderState();
+    dl->st.shard_order.resize(dl->shard_paths.size());
+    for (size_t i = 0; i < dl->shard_paths.size(); i++) dl->st.shard_order[i] = (int32_t)i;
+    if (shuffle) mt19937_seed(&dl->st.rng, DATALOADER_SHUFFLE_SEED + (uint32_t)process_rank);
+    dataloader_restart_(dl);
 }
 
-inline void dataloader_reset(DataLoader* dl) { dataloader_start_epoch_(dl, 0); }
+inline void dataloader_reset(DataLoader* dl) { dataloader_restart_(dl); }
 
 inline void dataloader_begin_step(DataLoader* dl, bool overfit_single_batch) {
     if (overfit_single_batch) dataloader_reset(dl);
@@ -279,14 +276,16 @@ inline size_t dataloader_num_batches(const DataLoader* dl) { return dl->total_wi
 
 inline void dataloader_next_batch(DataLoader* dl) {
     DataLoaderState& st = dl->st;
-    // Lazy advance: a position past the last window of a shard means "next shard" (or next epoch).
-    while (st.sample_idx >= st.sample_order.size()) {
+    // Lazy advance, as llm.c: a position past the last window of a shard means "next shard", or
+    // after the last shard a new epoch. Every shard has at least one window (init checks).
+    if (st.sample_idx >= st.sample_order.size()) {
         if (st.shard_idx + 1 < st.shard_order.size()) {
             st.shard_idx++;
             st.sample_idx = 0;
-            dataloader_make_sample_order_(dl, st.shard_idx);
+            dataloader_make_sample_order_(dl);
         } else {
-            dataloader_start_epoch_(dl, st.epoch + 1);
+            st.epoch++;
+            dataloader_restart_(dl);
         }
     }
     int shard = st.shard_order[st.shard_idx];
@@ -310,21 +309,6 @@ inline void dataloader_next_batch(DataLoader* dl) {
     st.sample_idx++;
 }
 
-inline void dataloader_resume(DataLoader* dl, size_t shard_idx, size_t sample_idx) {
-    if (shard_idx >= dl->shard_paths.size()) {
-        fatal("cannot resume the data loader at shard %zu: only %zu shards match", shard_idx,
-              dl->shard_paths.size());
-    }
-    dl->st.shard_idx = shard_idx;
-    dataloader_make_sample_order_(dl, shard_idx);
-    if (sample_idx > dl->st.sample_order.size()) {
-        fatal("cannot resume the data loader at window %zu of shard '%s': it has only %zu windows "
-              "(different -b/-t/process count or shards than the saved run?)", sample_idx,
-              dl->shard_paths[dl->st.shard_order[shard_idx]].c_str(), dl->st.sample_order.size());
-    }
-    dl->st.sample_idx = sample_idx;
-}
-
 inline DataLoaderState dataloader_get_state(const DataLoader* dl) { return dl->st; }
 
 // Checks that v is a permutation of 0..n-1.
@@ -339,30 +323,45 @@ inline bool dataloader_is_permutation_(const std::vector<int32_t>& v, size_t n) 
 }
 
 inline void dataloader_set_state(DataLoader* dl, const DataLoaderState& s, const char* source) {
-    size_t nshards = dl->shard_paths.size();
+    const size_t nshards = dl->shard_paths.size();
+    if (dl->shuffle && s.shard_order.size() != nshards) {
+        fatal("'%s': the saved data order covers %zu shards, but %zu shards match now (different -i than "
+              "the saved run?)", source, s.shard_order.size(), nshards);
+    }
+    if (dl->shuffle && !dataloader_is_permutation_(s.shard_order, nshards)) {
+        fatal("'%s' is corrupted: its saved shard order is not a permutation of 0..%zu", source, nshards - 1);
+    }
     if (s.shard_idx >= nshards) {
         fatal("'%s': saved data position is shard %llu but only %zu shards match now", source,
               (unsigned long long)s.shard_idx, nshards);
     }
-    dl->st.epoch = s.epoch;
-    if (dl->shuffle) {
-        if (!dataloader_is_permutation_(s.shard_order, nshards)) {
-            fatal("'%s': saved shard order is not a permutation of the %zu shards that match now",
-                  source, nshards);
-        }
-        dl->st.shard_order = s.shard_order;
-    } else {
-        dataloader_make_shard_order_(dl);
+    const size_t shard = dl->shuffle ? (size_t)s.shard_order[s.shard_idx] : (size_t)s.shard_idx;
+    const size_t windows = dl->shard_num_windows[shard];
+    const char* shard_path = dl->shard_paths[shard].c_str();
+    if (dl->shuffle && s.sample_order.size() != windows) {
+        fatal("'%s': the saved window order has %zu windows, but shard '%s' has %zu windows of "
+              "num_processes*B*T = %d*%zu*%zu tokens (different -b/-t/process count or shards than the saved "
+              "run?)", source, s.sample_order.size(), shard_path, windows, dl->num_processes, dl->B, dl->T);
     }
-    dataloader_resume(dl, s.shard_idx, s.sample_idx);
+    if (s.sample_idx > windows) {
+        fatal("'%s': saved data position is window %llu of shard '%s', which has only %zu windows of "
+              "num_processes*B*T = %d*%zu*%zu tokens (different -b/-t/process count or shards than the saved "
+              "run?)", source, (unsigned long long)s.sample_idx, shard_path, windows, dl->num_processes, dl->B,
+              dl->T);
+    }
+    if (dl->shuffle && !dataloader_is_permutation_(s.sample_order, windows)) {
+        fatal("'%s' is corrupted: its saved window order is not a permutation of 0..%zu", source, windows - 1);
+    }
+    if (dl->shuffle && !mt19937_valid(s.rng)) {
+        fatal("'%s' is corrupted: its saved shuffle generator state is not an MT19937 state", source);
+    }
     if (dl->shuffle) {
-        if (!dataloader_is_permutation_(s.sample_order, dl->st.sample_order.size())) {
-            fatal("'%s': saved window order has %zu entries, the current shard has %zu windows "
-                  "(different -b/-t/process count or shards than the saved run?)", source,
-                  s.sample_order.size(), dl->st.sample_order.size());
-        }
-        dl->st.sample_order = s.sample_order;
-        dl->st.shuffle_rng = s.shuffle_rng;
+        dl->st = s;
+    } else {
+        dl->st.epoch = s.epoch;
+        dl->st.shard_idx = s.shard_idx;
+        dataloader_make_sample_order_(dl);
+        dl->st.sample_idx = s.sample_idx;
     }
 }
 

@@ -10,15 +10,20 @@
  *          0) then everything after it, so a flipped step, RNG or epoch slot is caught too (ours;
  *          files of earlier builds have 1 here, a checksum of the body only: refused with a message)
  *   7 = 1: the two outlier-detector windows follow the shuffle section (ours)
- *   34-35 data loader epoch (ours; needed to reshuffle the next epochs identically)
+ *   8 = 1: the shuffle section is llm.c's (with the 2,520-byte MT19937 state) (ours; files of earlier
+ *          builds with slot 6 = 2 and slot 5 = 1 had another one: refused with a message)
+ *   34-35 data loader epochs completed (ours; for information)
  *   42-43 bytes of the optimizer body (m, v, master) (ours; gives a clear message on a size mismatch)
- * llm.c reads only its slots and the data up to its shuffle section, so it reads our files too.
  * Body: the caller's host buffers back to back (AdamW m, v, then master weights if slot 4 is 1; each
- * this process's shard under ZeRO-1); then, if slot 5: u64 n, int32 shard_order[n], u64 m,
- * int32 sample_order[m], u64 shuffle RNG; then, if slot 7: for loss and grad norm: int32 count,
- * int32 index, f64 window[128]. A file with slot 6 = 0 and none of our other slots (as llm.c writes it)
- * still reads, with a warning that nothing in it could be verified; slot 6 = 0 beside any of our other
- * slots (7, 34-35, 40-43) is refused: someone switched the checksum off.
+ * this process's shard under ZeRO-1); then, if slot 5, the data loader exactly as llm.c's write_state
+ * (train_gpt2.cu at f1e2ace) writes it: u64 n, int32 shard_order[n], u64 m, int32 sample_order[m],
+ * Mt19937State (rand.h: llm.c's raw mt19937_state struct, 2,520 bytes); then, if slot 7 (ours): for
+ * loss and grad norm: int32 count, int32 index, f64 window[128].
+ * llm.c's load_state reads only its slots and the bytes up to the end of its shuffle section and
+ * ignores the rest, so it reads our files; we read its files (slot 6 = 0 and none of our other
+ * slots), with a warning that nothing in them could be verified. Slot 6 = 0 beside any of our other
+ * slots (7, 8, 34-35, 40-43) is refused: someone switched the checksum off. Restoring the loader
+ * refuses a file whose shuffle setting, shard count or window count differs from this run's.
  *
  * API
  *   struct HostBuffer { void* ptr; size_t bytes; }
@@ -76,6 +81,7 @@ constexpr int32_t RUN_STATE_VERSION = 1;
 constexpr int32_t RUN_STATE_CHECKSUM_BODY_ONLY = 1;  // slot 6 of files from earlier builds
 constexpr int32_t RUN_STATE_CHECKSUM_WHOLE = 2;      // slot 6: checksum covers header and body
 constexpr int RUN_STATE_CHECKSUM_SLOT = 40;
+constexpr int RUN_STATE_LLMC_SHUFFLE_SLOT = 8;         // 1: the shuffle section is llm.c's layout
 
 struct HostBuffer {
     void* ptr;
@@ -185,7 +191,7 @@ inline std::vector<unsigned char> run_state_tail_bytes_(const RunState& rs) {
         uint64_t m = rs.loader.sample_order.size();
         put(&m, 8);
         put(rs.loader.sample_order.data(), m * sizeof(int32_t));
-        put(&rs.loader.shuffle_rng, 8);
+        put(&rs.loader.rng, sizeof(Mt19937State));
     }
     if (rs.has_outliers) {
         for (const OutlierDetector* d : {&rs.loss_outlier, &rs.grad_norm_outlier}) {
@@ -215,6 +221,7 @@ inline void run_state_write(const std::string& path, const RunState& rs, const s
     header[5] = rs.shuffle ? 1 : 0;
     header[6] = RUN_STATE_CHECKSUM_WHOLE;
     header[7] = rs.has_outliers ? 1 : 0;
+    header[RUN_STATE_LLMC_SHUFFLE_SLOT] = 1;
     header[10] = rs.step;
     run_state_put_u64_(header, 20, rs.rng_state);
     run_state_put_u64_(header, 22, rs.rng_state_last_update);
@@ -255,7 +262,7 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
     if (header[1] != RUN_STATE_VERSION) {
         fatal("run state file '%s' has version %d, expected %d", p, header[1], RUN_STATE_VERSION);
     }
-    for (int slot : {4, 5, 7}) {
+    for (int slot : {4, 5, 7, RUN_STATE_LLMC_SHUFFLE_SLOT}) {
         if (header[slot] != 0 && header[slot] != 1) {
             fatal("run state file '%s' is corrupted (header slot %d = %d, must be 0 or 1)", p, slot, header[slot]);
         }
@@ -269,8 +276,13 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
         fatal("run state file '%s' is corrupted (header slot 6 = %d: unknown checksum format, expected %d)", p,
               header[6], RUN_STATE_CHECKSUM_WHOLE);
     }
+    if (header[6] == RUN_STATE_CHECKSUM_WHOLE && header[5] == 1 && header[RUN_STATE_LLMC_SHUFFLE_SLOT] != 1) {
+        fatal("run state file '%s' was written by an earlier gpt2cu build with its own data shuffling (not "
+              "llm.c's); this build shuffles as llm.c and cannot continue that order: resume it with the build "
+              "that wrote it, or start fresh (without -y 1, or with another -o)", p);
+    }
     if (header[6] == 0) {
-        for (int slot : {7, 34, 35, 40, 41, 42, 43}) {
+        for (int slot : {7, RUN_STATE_LLMC_SHUFFLE_SLOT, 34, 35, 40, 41, 42, 43}) {
             if (header[slot] != 0) {
                 fatal("run state file '%s' is corrupted: it has gpt2cu's header slot %d set (%d) but no checksum "
                       "(slot 6 = 0); gpt2cu always writes one", p, slot, header[slot]);
@@ -361,7 +373,7 @@ inline RunState run_state_read(const std::string& path, const std::vector<HostBu
     if (rs.shuffle) {
         take_order(&rs.loader.shard_order);
         take_order(&rs.loader.sample_order);
-        take(&rs.loader.shuffle_rng, 8);
+        take(&rs.loader.rng, sizeof(Mt19937State));
     }
     if (rs.has_outliers) {
         for (OutlierDetector* d : {&rs.loss_outlier, &rs.grad_norm_outlier}) {
@@ -394,7 +406,8 @@ inline RunState run_state_read(const std::string& path, const std::vector<HostBu
 
 inline void run_state_restore_loader(const RunState& rs, DataLoader* dl, const std::string& path) {
     if (rs.shuffle != dl->shuffle) {
-        fatal("run state file '%s' was written %s data shuffling but this run has it %s", path.c_str(),
+        fatal("run state file '%s' was written %s data shuffling but this run has it %s (train data is "
+              "shuffled by default, as in llm.c; -sh 0 or -a 1 turn it off)", path.c_str(),
               rs.shuffle ? "with" : "without", dl->shuffle ? "on" : "off");
     }
     dataloader_set_state(dl, rs.loader, path.c_str());

@@ -35,7 +35,8 @@ SHARD=5000000
 need=$(bash scripts/scaling_data.sh tokens 64 1024 524288 20 $SHARD 1 2 4 8) || exit 1
 bash scripts/scaling_data.sh make "$DATA" "$need" $SHARD || exit 1
 bash scripts/scaling_data.sh check "$DATA" 64 1024 524288 20 1 2 4 8 || exit 1
-COMMON=(-e d12 -b 64 -t 1024 -d 524288 -x 20 -l 6e-4 -u 5 -v 0 -s 0 -i "$DATA/scaling_train_*.bin")
+# -sh 0: the same tokens per step at any process count (shuffling draws per-rank orders, as llm.c)
+COMMON=(-e d12 -b 64 -t 1024 -d 524288 -x 20 -l 6e-4 -u 5 -v 0 -s 0 -sh 0 -i "$DATA/scaling_train_*.bin")
 if [ $ONE -eq 1 ]; then
     NP=1; NS=(); ONE_ENV=(-x LLMC_NCCL_SINGLE=1)
 else

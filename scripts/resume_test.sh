@@ -4,14 +4,15 @@
 #   B  killed with SIGKILL during step ~45, then resumed with -y 1 (from step 40)
 #   C  sent SIGTERM during step ~10: must write a checkpoint and exit 0
 # Passes when steps 41-60 of B's resumed run print exactly the losses and norms of A, and C leaves a
-# complete checkpoint. Shuffled data (-sh 1) so the data loader's permutation state is exercised too.
+# complete checkpoint. The data is shuffled (the default, llm.c's shuffle), so the data loader's orders and
+# MT19937 state go through the state file too.
 # Usage: scripts/resume_test.sh [extra trainer flags]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=${RESUME_DIR:-build/resume_test}
 rm -rf "$D"; mkdir -p "$D"
 make -j"$(nproc)" train_gpt2cu > "$D/build.log" 2>&1 || { tail -20 "$D/build.log"; exit 1; }
-COMMON=(-e d12 -b 16 -t 1024 -x 60 -l 6e-4 -u 10 -q 0.1 -v 0 -s 0 -sh 1 -n 20 "$@")
+COMMON=(-e d12 -b 16 -t 1024 -x 60 -l 6e-4 -u 10 -q 0.1 -v 0 -s 0 -n 20 "$@")
 steps() { grep -E '^step +[0-9]+/' "$1" | sed -E 's/\| [0-9.]+ ms.*//'; }  # drop timing columns
 
 ./train_gpt2cu "${COMMON[@]}" -o "$D/a" > "$D/a.log" 2>&1 || { echo "run A failed"; tail "$D/a.log"; exit 1; }

@@ -45,7 +45,8 @@ DATA=(-i $TS/tiny_shakespeare_train.bin -j $TS/tiny_shakespeare_val.bin)
 
 echo "=== train_gpt2cu"
 rm -rf "$SBS_OUT/train_gpt2cu"
-"$BIN" -e "$SBS_OUT/init.bin" "${DATA[@]}" "${SCHED[@]}" -s 0 -o "$SBS_OUT/train_gpt2cu" > "$SBS_OUT/train_gpt2cu.txt" 2>&1 ||
+# -sh 0: file order, as train_gpt2.py reads it
+"$BIN" -e "$SBS_OUT/init.bin" "${DATA[@]}" "${SCHED[@]}" -sh 0 -s 0 -o "$SBS_OUT/train_gpt2cu" > "$SBS_OUT/train_gpt2cu.txt" 2>&1 ||
     { tail -20 "$SBS_OUT/train_gpt2cu.txt"; exit 1; }
 grep -E '^step +1/|^step +'"$STEPS"'/' "$SBS_OUT/train_gpt2cu.txt"
 echo "=== train_gpt2.py (bf16 autocast, torch.compile)"

@@ -6,7 +6,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const char* path = fuzz_write_input(data, size);
     DataLoader dl;
     try {
-        dataloader_init(&dl, path, "-i", 2, 4, 0, 1, size % 2 == 1, 7);
+        dataloader_init(&dl, path, "-i", 2, 4, 0, 1, size % 2 == 1);
         dataloader_check_tokens(&dl, "-i", 50257);
         for (int i = 0; i < 5; i++) dataloader_next_batch(&dl);
     } catch (const FatalError&) {

@@ -5,6 +5,9 @@ import os
 import struct
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test"))
+import llmc_state  # noqa: E402  (llm.c's MT19937 state layout)
+
 
 def header(*slots):
     return struct.pack("<256i", *(list(slots) + [0] * (256 - len(slots))))
@@ -28,6 +31,12 @@ def main(d):
         + struct.pack("<20f", *[0.0] * 20) + struct.pack("<f", 2.3) + bytes(4 * n))
     # run state as llm.c writes it (no checksum), 16-float m and v, no master weights
     put(d, "run_state/llmc.bin", header(20240527, 1, 1, 0, 0, 0, 0, 0, 0, 0, 5) + bytes(128))
+    # ... shuffled, at shard position 1 window 2, for the harness's two 4-window shards: u64 n, shard
+    # order, u64 m, window order, raw MT19937 state (dev/test/llmc_state.py writes it as llm.c does)
+    h = bytearray(header(20240527, 1, 1, 0, 0, 1, 0, 0, 0, 0, 5))
+    struct.pack_into("<QQ", h, 30 * 4, 1, 2)
+    put(d, "run_state/llmc_shuffled.bin", bytes(h) + bytes(128) + struct.pack("<Q2iQ4i", 2, 1, 0, 4, 2, 0, 3, 1)
+        + llmc_state.Mt(42).pack())
     # one eval example: context 2 tokens, 4 completions of 1 token
     ex = [65535, 0, 0, 1, 4, 2, 10, 11, 1, 12, 1, 13, 1, 14, 1, 15]
     ex[1] = 2 * len(ex)

@@ -105,6 +105,26 @@ expect_fail trainer-output-not-writable "-o: cannot write files in '/proc'" "${t
 expect_fail trainer-bad-checkpoint "model_trunc.bin' has 6671222 bytes but its header" "${tr_ok[@]}" -e "$bad/model_trunc.bin"
 expect_fail trainer-bad-run-state "state_00000010_00000.bin' is truncated" "${tr_ok[@]}" -y 1 -o "$bad/resume"
 expect_fail trainer-overfit-shuffle "-a 1 .* cannot shuffle" "${tr_ok[@]}" -a 1 -sh 1
+expect_fail trainer-overfit-unshuffled "no CUDA GPU found" "${tr_ok[@]}" -a 1  # -a 1 turns the default shuffle off
+# issue 23: a run state as llm.c writes it (dev/test/llmc_state.py) resumes, shuffled (the default: the
+# trainer gets to its first CUDA call) or not (with -sh 0); a shuffle setting or window count (the -i
+# shard has 15 windows of 4*64 tokens) other than the run's is refused, naming the difference
+llmc_ckpt() {  # DIR llmc_state.py-write-flags...: $bad/resume's model and DONE, llm.c's state file of step 10
+    local d=$1; shift
+    local n; n=$(cd dev/test && python3 -c "import make_bad_inputs as m; print(m.d1_num_parameters())")
+    rm -rf "$d" && mkdir -p "$d" && cp "$bad/resume/model_00000010.bin" "$bad/resume/DONE_00000010" "$d/" &&
+        python3 dev/test/llmc_state.py write "$d/state_00000010_00000.bin" --params "$n" --step 10 "$@"
+}
+llmc_ckpt "$bad/llmc_shuffled" --windows 15 --batches 20
+expect_fail trainer-resume-llmc-shuffled "has no checksum (as llm.c writes them)" "${tr_ok[@]}" -y 1 -o "$bad/llmc_shuffled"
+run trainer-resume-llmc-shuffled-read grep -q "no CUDA GPU found" "$LOG_DIR/trainer-resume-llmc-shuffled.log"
+llmc_ckpt "$bad/llmc_unshuffled" --shuffle 0 --windows 15 --batches 20
+expect_fail trainer-resume-llmc-unshuffled "no CUDA GPU found" "${tr_ok[@]}" -y 1 -o "$bad/llmc_unshuffled" -sh 0
+expect_fail trainer-resume-llmc-shuffle-differs "written without data shuffling but this run has it on" \
+    "${tr_ok[@]}" -y 1 -o "$bad/llmc_unshuffled"
+llmc_ckpt "$bad/llmc_windows" --windows 7 --batches 3
+expect_fail trainer-resume-llmc-windows-differ "saved window order has 7 windows, but shard '.*good_train_000000.bin' has 15" \
+    "${tr_ok[@]}" -y 1 -o "$bad/llmc_windows"
 expect_fail trainer-bad-eval-file "eval file 'dev/data/hellaswag/hellaswag_val.bin' has bad magic" \
     bash -c 'cd "$1/cwd" && "$2" -e custom:L1,C64,NH1 -b 4 -t 64 -i "$1/good_train_*.bin" -j "$1/good_val_*.bin" -h 1' _ "$bad" "$REPO/train_gpt2cu"
 expect_fail trainer-bad-tokenizer "'gpt2_tokenizer.bin' is not a tokenizer file" \

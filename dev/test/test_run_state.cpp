@@ -1,6 +1,7 @@
 // Tests for llmc/run_state.h: state file round trip (incl. data loader and outlier windows),
-// temp-then-rename safety, rejection of foreign/corrupted/truncated files, and the checkpoint
-// directory helpers (find latest complete step, pruning rules).
+// temp-then-rename safety, rejection of foreign/corrupted/truncated files, files exchanged with llm.c
+// (dev/test/llmc_state.py writes and reads them as llm.c's save_state/load_state do), and the
+// checkpoint directory helpers (find latest complete step, pruning rules).
 #include <gtest/gtest.h>
 #include <dirent.h>
 #include <sys/resource.h>
@@ -8,7 +9,9 @@
 
 #include <csignal>
 
+#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -66,7 +69,8 @@ RunState sample_state(bool shuffle) {
     if (shuffle) {
         rs.loader.shard_order = {2, 0, 1, 5, 4, 3};
         rs.loader.sample_order = {3, 1, 0, 2};
-        rs.loader.shuffle_rng = 987654321;
+        mt19937_seed(&rs.loader.rng, 987654321);
+        for (int i = 0; i < 700; i++) mt19937_u32(&rs.loader.rng);
     }
     rs.has_outliers = true;
     outlier_detector_init(&rs.loss_outlier);
@@ -88,7 +92,7 @@ TEST(RunState, RoundTripAllFields) {
         Opt a(1000);
         run_state_write(path, rs, a.body());
         EXPECT_FALSE(exists(path + ".tmp"));
-        EXPECT_EQ(read_bytes(path).size(), 1024 + 3 * 4000 + (shuffle ? 8 + 24 + 8 + 16 + 8 : 0) + 2 * (8 + 1024));
+        EXPECT_EQ(read_bytes(path).size(), 1024 + 3 * 4000 + (shuffle ? 8 + 24 + 8 + 16 + 2520 : 0) + 2 * (8 + 1024));
 
         RunState peek = run_state_peek(path);
         EXPECT_TRUE(peek.use_master_weights);
@@ -108,7 +112,7 @@ TEST(RunState, RoundTripAllFields) {
         EXPECT_EQ(got.loader.sample_idx, 0x100000007ull);
         EXPECT_EQ(got.loader.shard_order, rs.loader.shard_order);
         EXPECT_EQ(got.loader.sample_order, rs.loader.sample_order);
-        EXPECT_EQ(got.loader.shuffle_rng, rs.loader.shuffle_rng);
+        EXPECT_EQ(memcmp(&got.loader.rng, &rs.loader.rng, sizeof(Mt19937State)), 0);
         ASSERT_TRUE(got.has_outliers);
         // restored detectors continue exactly like the originals
         EXPECT_EQ(outlier_detector_update(&got.loss_outlier, 4.5), outlier_detector_update(&rs.loss_outlier, 4.5));
@@ -258,9 +262,9 @@ TEST(RunState, RestoresTheDataLoaderExactly) {
     }
     std::string pattern = dir.path + "/shard_*.bin";
     DataLoader full, first, resumed;
-    dataloader_init(&full, pattern.c_str(), "-i", 2, 3, 0, 1, true, 11);
-    dataloader_init(&first, pattern.c_str(), "-i", 2, 3, 0, 1, true, 11);
-    dataloader_init(&resumed, pattern.c_str(), "-i", 2, 3, 0, 1, true, 11);
+    dataloader_init(&full, pattern.c_str(), "-i", 2, 3, 0, 1, true);
+    dataloader_init(&first, pattern.c_str(), "-i", 2, 3, 0, 1, true);
+    dataloader_init(&resumed, pattern.c_str(), "-i", 2, 3, 0, 1, true);
     std::vector<std::vector<int>> expect;
     for (int k = 0; k < 120; k++) {
         dataloader_next_batch(&full);
@@ -280,13 +284,201 @@ TEST(RunState, RestoresTheDataLoaderExactly) {
         ASSERT_EQ(std::vector<int>(resumed.inputs, resumed.inputs + 6), expect[k]) << k;
     }
     DataLoader unshuffled;
-    dataloader_init(&unshuffled, pattern.c_str(), "-i", 2, 3, 0, 1, false, 0);
+    dataloader_init(&unshuffled, pattern.c_str(), "-i", 2, 3, 0, 1, false);
     EXPECT_EXIT(run_state_restore_loader(got, &unshuffled, path), ::testing::ExitedWithCode(1),
-                "written with data shuffling but this run has it off");
+                "written with data shuffling but this run has it off .*-sh 0 or -a 1 turn it off");
     dataloader_free(&full);
     dataloader_free(&first);
     dataloader_free(&resumed);
     dataloader_free(&unshuffled);
+}
+
+namespace {
+
+// Runs dev/test/llmc_state.py (llm.c's writer and reader) with args; returns stdout and stderr.
+std::string llmc_state_py(const std::string& args, int* rc) {
+    const std::string cmd = "python3 '" + repo_root() + "/dev/test/llmc_state.py' " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while (p != nullptr && (n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    const int status = p != nullptr ? pclose(p) : -1;
+    *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+}
+
+std::map<std::string, std::string> key_values(const std::string& text) {
+    std::map<std::string, std::string> kv;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        const size_t eq = line.find('=');
+        if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return kv;
+}
+
+std::string join(const std::vector<int32_t>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); i++) s += (i ? "," : "") + std::to_string(v[i]);
+    return s;
+}
+
+// Shards shard_<s>.bin of sizes[s] tokens, token i of shard s = s*1000 + i. Returns the glob pattern.
+std::string write_shards(const TempDir& dir, const std::vector<size_t>& sizes) {
+    for (size_t s = 0; s < sizes.size(); s++) {
+        std::vector<uint16_t> tok(sizes[s]);
+        for (size_t i = 0; i < tok.size(); i++) tok[i] = (uint16_t)(s * 1000 + i);
+        int32_t header[256] = {SHARD_MAGIC, SHARD_VERSION, (int32_t)tok.size()};
+        write_file(dir.path + "/shard_" + std::to_string(s) + ".bin", std::string((const char*)header, 1024) +
+                   std::string((const char*)tok.data(), tok.size() * 2));
+    }
+    return dir.path + "/shard_*.bin";
+}
+
+std::string windows_arg(const DataLoader& dl) {
+    std::string s;
+    for (size_t w : dl.shard_num_windows) s += (s.empty() ? "" : ",") + std::to_string(w);
+    return s;
+}
+
+std::vector<int> batch(DataLoader* dl) {
+    dataloader_next_batch(dl);
+    return std::vector<int>(dl->inputs, dl->inputs + dl->B * dl->T);
+}
+
+}  // namespace
+
+// Issue 23 point 3: a state file as llm.c writes it (shuffled or not, any rank) reads, every field
+// lands, and the restored loader continues with the batches of an uninterrupted run.
+TEST(RunStateLlmc, LlmcsFileReadsAndTheLoaderContinues) {
+    TempDir dir("test_run_state");
+    const std::string pattern = write_shards(dir, {100, 160, 70});
+    const std::string path = dir.file("state_00000041_00001.bin");
+    struct Case { bool shuffle; int P, rank, batches; };
+    for (Case c : {Case{true, 1, 0, 0}, Case{true, 1, 0, 23}, Case{true, 2, 1, 9}, Case{true, 3, 2, 40},
+                   Case{false, 2, 1, 9}, Case{false, 1, 0, 31}}) {
+        SCOPED_TRACE("shuffle " + std::to_string(c.shuffle) + " P " + std::to_string(c.P) + " rank " +
+                     std::to_string(c.rank) + " batches " + std::to_string(c.batches));
+        DataLoader full, resumed;
+        dataloader_init(&full, pattern.c_str(), "-i", 2, 3, c.rank, c.P, c.shuffle);
+        dataloader_init(&resumed, pattern.c_str(), "-i", 2, 3, c.rank, c.P, c.shuffle);
+        std::vector<std::vector<int>> expect;
+        DataLoaderState at_stop;
+        for (int k = 0; k < c.batches + 60; k++) {
+            if (k == c.batches) at_stop = dataloader_get_state(&full);
+            expect.push_back(batch(&full));
+        }
+        int rc;
+        const std::string out = llmc_state_py("write '" + path + "' --params 16 --procs " + std::to_string(c.P) +
+                                              " --rank " + std::to_string(c.rank) + " --step 41 --shuffle " +
+                                              std::to_string(c.shuffle) + " --windows " + windows_arg(full) +
+                                              " --batches " + std::to_string(c.batches), &rc);
+        ASSERT_EQ(rc, 0) << out;
+        Opt got_opt(16, 7.0f);
+        ::testing::internal::CaptureStderr();
+        RunState got = run_state_read(path, got_opt.body(), c.P, c.rank);
+        EXPECT_NE(::testing::internal::GetCapturedStderr().find("has no checksum"), std::string::npos);
+        Opt want_opt(16);
+        EXPECT_EQ(got_opt.m, want_opt.m);
+        EXPECT_EQ(got_opt.v, want_opt.v);
+        EXPECT_EQ(got_opt.master, want_opt.master);
+        EXPECT_EQ(got.step, 41);
+        EXPECT_EQ(got.rng_state, 0x1122334455667788ull);
+        EXPECT_EQ(got.rng_state_last_update, 0x99AABBCCDDEEFF00ull);
+        EXPECT_EQ(got.shuffle, c.shuffle);
+        EXPECT_FALSE(got.has_outliers);
+        EXPECT_EQ(got.loader.shard_idx, at_stop.shard_idx);
+        EXPECT_EQ(got.loader.sample_idx, at_stop.sample_idx);
+        if (c.shuffle) {
+            EXPECT_EQ(got.loader.shard_order, at_stop.shard_order);
+            EXPECT_EQ(got.loader.sample_order, at_stop.sample_order);
+            // the raw generator after seed_ (which llm.c never sets): same words, same position
+            EXPECT_EQ(memcmp((const char*)&got.loader.rng + 8, (const char*)&at_stop.rng + 8, sizeof(Mt19937State) - 8), 0);
+        }
+        run_state_restore_loader(got, &resumed, path);
+        for (int k = c.batches; k < c.batches + 60; k++) ASSERT_EQ(batch(&resumed), expect[k]) << "batch " << k;
+        dataloader_free(&full);
+        dataloader_free(&resumed);
+    }
+}
+
+// ... and llm.c's load_state reads ours: the same fields, nothing read past the end (our outlier windows
+// come after llm.c's content and are ignored), and llm.c's loader continues with our batches.
+TEST(RunStateLlmc, OurFileReadsInLlmcsReader) {
+    TempDir dir("test_run_state");
+    // equal window counts: llm.c checks the saved count against the first shard of its first epoch
+    const std::string pattern = write_shards(dir, {100, 101, 102});
+    const std::string path = dir.file("state.bin");
+    for (bool shuffle : {true, false}) {
+        for (int P : {1, 2}) {
+            const int rank = P - 1;
+            SCOPED_TRACE("shuffle " + std::to_string(shuffle) + " P " + std::to_string(P));
+            DataLoader dl;
+            dataloader_init(&dl, pattern.c_str(), "-i", 2, 3, rank, P, shuffle);
+            for (int k = 0; k < 29; k++) dataloader_next_batch(&dl);
+            RunState rs = sample_state(shuffle);
+            rs.num_processes = P;
+            rs.process_rank = rank;
+            rs.shuffle = shuffle;
+            rs.loader = dataloader_get_state(&dl);
+            Opt a(16);
+            run_state_write(path, rs, a.body());
+            int rc;
+            const std::string out = llmc_state_py("read '" + path + "' --params 16 --master 1 --procs " +
+                                                  std::to_string(P) + " --rank " + std::to_string(rank) +
+                                                  " --windows " + windows_arg(dl) + " --continue 40", &rc);
+            ASSERT_EQ(rc, 0) << out;
+            std::map<std::string, std::string> kv = key_values(out);
+            EXPECT_EQ(kv["step"], "1234");
+            EXPECT_EQ(kv["should_shuffle"], shuffle ? "1" : "0");
+            EXPECT_EQ(kv["rng_state"], std::to_string(rs.rng_state));
+            EXPECT_EQ(kv["current_shard_idx"], std::to_string(rs.loader.shard_idx));
+            EXPECT_EQ(kv["current_sample_idx"], std::to_string(rs.loader.sample_idx));
+            EXPECT_EQ(kv["m_last"], "7.5");
+            EXPECT_EQ(kv["master_last"], "-30.0");
+            size_t llmc_bytes = 1024 + 3 * 64;
+            if (shuffle) {
+                EXPECT_EQ(kv["shard_indices"], join(rs.loader.shard_order));
+                EXPECT_EQ(kv["intra_shard_indices"], join(rs.loader.sample_order));
+                EXPECT_EQ(kv["mt_left"], std::to_string(rs.loader.rng.left_));
+                llmc_bytes += 8 + 3 * 4 + 8 + 4 * rs.loader.sample_order.size() + 2520;
+            }
+            EXPECT_EQ(kv["bytes_read"], std::to_string(llmc_bytes));
+            EXPECT_EQ(kv["file_size"], std::to_string(llmc_bytes + 2 * (8 + 1024)));  // + our outlier windows
+            std::string next;  // (shard, window) of our next batches: token s*1000 + window*P*B*T + rank*B*T
+            for (int k = 0; k < 40; k++) {
+                const int tok = batch(&dl)[0];
+                next += (k ? "," : "") + std::to_string(tok / 1000) + ":" + std::to_string((tok % 1000 - rank * 6) / (6 * P));
+            }
+            EXPECT_EQ(kv["next"], next);
+            dataloader_free(&dl);
+        }
+    }
+}
+
+// A file whose shuffle setting, shard count or window count does not fit this run is refused, naming both.
+TEST(RunStateLlmc, MismatchedLlmcFilesAreRefusedNamingTheDifference) {
+    TempDir dir("test_run_state");
+    const std::string pattern = write_shards(dir, {100, 160, 70});
+    const std::string path = dir.file("state.bin");
+    DataLoader dl;
+    dataloader_init(&dl, pattern.c_str(), "-i", 2, 3, 0, 1, true);  // windows 16, 26, 11
+    Opt o(16);
+    int rc;
+    auto restore = [&](const std::string& args) {
+        ASSERT_EQ(llmc_state_py("write '" + path + "' --params 16 " + args, &rc), "");
+        RunState rs = run_state_read(path, o.body(), 1, 0);  // warns: no checksum (llm.c's file)
+        run_state_restore_loader(rs, &dl, path);
+    };
+    EXPECT_EXIT(restore("--windows 16,26 --batches 3"), ::testing::ExitedWithCode(1),
+                "state.bin': the saved data order covers 2 shards, but 3 shards match now");
+    EXPECT_EXIT(restore("--windows 8,13,5 --batches 3"), ::testing::ExitedWithCode(1),
+                "state.bin': the saved window order has [0-9]+ windows, but shard '.*shard_[0-2].bin' has [0-9]+ windows");
+    EXPECT_EXIT(restore("--shuffle 0 --windows 16,26,11 --batches 3"), ::testing::ExitedWithCode(1),
+                "state.bin' was written without data shuffling but this run has it on");
+    dataloader_free(&dl);
 }
 
 TEST(Checkpoint, PathsAndDirCreation) {
@@ -423,6 +615,11 @@ TEST(RunStateErrors, ChangedHeaderSlotsAreCaughtAndTheChecksumCannotBeSwitchedOf
     EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1),
                 "written by an earlier gpt2cu build \\(checksum format 1.*start fresh");
     m = good;
+    m[4 * 8] = 0;  // shuffled, checksummed, but not llm.c's shuffle section: an earlier build's own order
+    write_file(p, m);
+    EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1),
+                "written by an earlier gpt2cu build with its own data shuffling \\(not llm.c's\\)");
+    m = good;
     m[4 * 6] = 7;
     write_file(p, m);
     EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1), "unknown checksum format");
@@ -440,7 +637,7 @@ TEST(RunState, FileWithoutChecksumReadsWithAWarning) {
     std::vector<uint8_t> bytes = read_bytes(path);
     int32_t* h = (int32_t*)bytes.data();
     h[6] = 0;
-    for (int slot : {40, 41, 42, 43}) h[slot] = 0;
+    for (int slot : {8, 40, 41, 42, 43}) h[slot] = 0;
     write_file(path, bytes);
     Opt b(32, 9.0f);
     ::testing::internal::CaptureStderr();

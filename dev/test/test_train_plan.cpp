@@ -37,7 +37,7 @@ TEST(TrainPlan, EpochIsAllTrainTokensOverTotalBatchRoundedDown) {
     write_shard(dir.file("train_000.bin"), 1000);
     write_shard(dir.file("train_001.bin"), 1000);
     DataLoader dl;
-    dataloader_init(&dl, (dir.path + "/train_*.bin").c_str(), "-i", 1, 250, 0, 1, false, 0);
+    dataloader_init(&dl, (dir.path + "/train_*.bin").c_str(), "-i", 1, 250, 0, 1, false);
     const size_t tokens = shard_pattern_tokens(dl.shard_paths);
     EXPECT_EQ(tokens, 2000u);
     EXPECT_EQ(dataloader_num_batches(&dl), 2u * (999 / 250));  // the old count
