@@ -9,7 +9,7 @@
  *     the chunks must be exactly the elements this rank owns.
  *   The ZeRO-1 gradient norm (llmc/global_norm.cuh, global_norm_squared_spans over the rank's chunks, then
  *     summed over ranks) against the closed form; spans that tile the buffer in order (one process) give
- *     bitwise the single-buffer global_norm_squared, and unaligned spans (scalar path) agree to 1e-5.
+ *     bitwise the single-buffer global_norm_squared, and unaligned spans (scalar path) agree to 1e-4.
  *
  * Build (from the repo root; drop -DUSE_MPI/-I/-L/-lmpi without MPI):
  *   nvcc -O2 -std=c++17 -I. -DMULTI_GPU -DUSE_MPI -I/usr/lib/x86_64-linux-gnu/openmpi/include \
@@ -161,7 +161,7 @@ void check_norm(MultiGpuConfig* cfg, cudaStream_t compute, const floatX* grads, 
         want += g * g;
     }
     const float got = to_host(out, 1, compute)[0];
-    expect(relative_error(got, want) < 1e-5, *cfg, "ZeRO-1 grad norm^2 (relative error < 1e-5)", 0, got, (float)want);
+    expect(relative_error(got, want) < 1e-4, *cfg, "ZeRO-1 grad norm^2 (relative error < 1e-4)", 0, got, (float)want);
 
     // spans tiling [0, N) in order, as one process's chunks do: the bits of the single-buffer norm
     spans.clear();
@@ -174,7 +174,7 @@ void check_norm(MultiGpuConfig* cfg, cudaStream_t compute, const floatX* grads, 
     // unaligned spans (scalar loads): the same sum up to rounding
     norm_of({{0, 37}, {37, 1000003}, {1000040, N - 1000040}}, out + 1);
     h = to_host(out, 3, compute);
-    expect(relative_error(h[1], h[2]) < 1e-5, *cfg, "unaligned spans vs single buffer (relative error < 1e-5)", 0,
+    expect(relative_error(h[1], h[2]) < 1e-4, *cfg, "unaligned spans vs single buffer (relative error < 1e-4)", 0,
            h[1], h[2]);
     cudaCheck(cudaFree(partials));
     cudaCheck(cudaFree(out));
