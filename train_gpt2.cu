@@ -567,6 +567,11 @@ static void setup(Trainer& tr) {
     c.process_rank = rank;
     tr.mp.process_rank = rank;  // is_rank0() before the start-up
     tr.mp.num_processes = nproc;
+    if (c.zero_stage == 1) {  // llm.c's ZeRO-1 layout: 1/P of every tensor of every layer (llmc/zero_shards.h)
+        const std::string zp = zero_shard_problem(mc, nproc);
+        if (!zp.empty()) fatal("-z 1 with %d processes (-e %s): %s; use -z 0 or a process count that divides it",
+                               nproc, c.init.c_str(), zp.c_str());
+    }
 
     // batch sizes
     const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
@@ -613,11 +618,7 @@ static void setup(Trainer& tr) {
         ckpt_check_writable(c.output_dir);
     }
     if (c.resume) {
-        MultiGpuConfig geometry{};
-        geometry.process_rank = c.process_rank;
-        geometry.num_processes = c.num_processes;
-        geometry.zero_stage = c.zero_stage;
-        const size_t shard_size = multi_gpu_get_shard(gpt2_num_parameters(mc), &geometry).size;
+        const size_t shard_size = zero_shard_size(mc, c.zero_stage, c.num_processes);
         resume_read(tr, mc, shard_size, kFloatXIsBF16 && c.master_weights != 0);
     }
 

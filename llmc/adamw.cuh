@@ -7,7 +7,8 @@
  * with m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t). When master weights are kept, p comes from
  * and goes to the fp32 master copy and the floatX parameter is its rounding; in bf16 that rounding is
  * stochastic (seeded per tensor and step), so resuming from the seed reproduces it bit for bit.
- * One launch per parameter tensor (weight decay differs between tensors).
+ * One launch per parameter tensor (weight decay differs between tensors), or under ZeRO-1 per chunk of
+ * a tensor (llmc/zero_shards.h), with position0 the chunk's place in its tensor.
  */
 #pragma once
 
@@ -40,7 +41,8 @@ __global__ void copy_to_fp32_kernel(float* dst, const floatX* src, size_t n) {
     if (i < n) dst[i] = (float)src[i];
 }
 
-// params = round(master): used after resuming to reproduce the exact bf16 parameters
+// params = round(master), positions 0..n-1. No caller in the trainer (a resumed run reads its exact
+// parameters from the checkpoint); dev/cuda/adamw.cu rounds through it to check the rounding is unbiased.
 __global__ void round_from_fp32_kernel(floatX* dst, const float* src, size_t n, uint32_t seed) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) stochastic_round(src[i], &dst[i], (uint32_t)i, seed);

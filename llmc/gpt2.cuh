@@ -15,10 +15,13 @@
  *
  * Several processes (llmc/zero.cuh): with ZeRO stage 0 each layer's gradients are all-reduced on the
  * NCCL stream as soon as that layer's backward of the last micro-step is done, overlapping the rest
- * of the backward. With ZeRO-1 the parameter and gradient buffers are padded to a multiple of the
- * process count, one reduce-scatter after the backward leaves each process the mean gradient of its
- * contiguous shard, AdamW updates that shard (m, v and master weights exist only for it), and an
- * all-gather brings every process the updated parameters.
+ * of the backward. ZeRO-1 shards the optimizer in llm.c's layout (llmc/zero_shards.h): each process
+ * owns 1/P of every tensor of every layer (sizes must divide by P); after the backward one grouped
+ * reduce-scatter per (tensor, layer) slice leaves each process the summed gradient of its chunks, the
+ * gradient norm adds the chunks' squares and then the processes', AdamW updates the chunks (m, v and
+ * master weights hold only them, packed tensor by tensor, layer by layer, as llm.c's state files do),
+ * and one grouped all-gather per slice brings every process the updated parameters. With one process
+ * ZeRO-1 runs the same chunked code over whole layers and gives the bits of ZeRO-0.
  */
 #pragma once
 
@@ -155,9 +158,12 @@ struct GPT2 {
     GPT2Options opt;
     size_t param_sizes[NUM_PARAMETER_TENSORS];
     size_t num_parameters = 0;
-    size_t num_parameters_padded = 0;  // allocation of params/grads: ZeRO-1 pads to a multiple of P
     MultiGpuConfig* mp = nullptr;      // process group (single-process config when not distributed)
-    Shard shard;                       // elements this process updates (all of them without ZeRO-1)
+    struct {
+        size_t size = 0;                // elements of m, v, master: N / P under ZeRO-1, else N
+        std::vector<ZeroChunk> chunks;  // what this process updates, in m/v/master order (llmc/zero_shards.h)
+        GlobalNormSpans norm_spans;     // the chunks on the GPU, for the ZeRO-1 gradient norm
+    } shard;
     ParameterTensors params, grads;
     floatX* params_memory = nullptr;
     floatX* grads_memory = nullptr;
@@ -197,8 +203,8 @@ inline bool gpt2_uses_master_weights(const GPT2* model) { return kFloatXIsBF16 &
 
 // Bytes of parameter + gradient + optimizer memory of one process.
 inline size_t gpt2_state_bytes(const GPT2Config& cfg, bool master, const MultiGpuConfig* mp) {
-    const size_t n = multi_gpu_padded_size(gpt2_num_parameters(cfg), mp);
-    const size_t ns = multi_gpu_get_shard(gpt2_num_parameters(cfg), mp).size;
+    const size_t n = gpt2_num_parameters(cfg);
+    const size_t ns = zero_shard_size(cfg, mp->zero_stage, mp->num_processes);
     return n * sizeof(floatX) * 2 + ns * sizeof(float) * (master ? 3 : 2);
 }
 
@@ -224,20 +230,25 @@ inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Op
     gpt2_param_sizes(cfg, model->param_sizes);
     model->num_parameters = gpt2_num_parameters(cfg);
     model->mp = mp;
-    model->num_parameters_padded = multi_gpu_padded_size(model->num_parameters, mp);
-    model->shard = multi_gpu_get_shard(model->num_parameters, mp);
-    const size_t n = model->num_parameters_padded;
+    model->shard.chunks = zero_shard_chunks(cfg, mp->zero_stage, mp->num_processes, mp->process_rank);
+    model->shard.size = zero_shard_size(cfg, mp->zero_stage, mp->num_processes);
+    const size_t n = model->num_parameters;
     const size_t ns = model->shard.size;
     cudaCheck(cudaStreamCreate(&model->stream));
     cudaCheck(cudaMalloc(&model->params_memory, n * sizeof(floatX)));
     cudaCheck(cudaMalloc(&model->grads_memory, n * sizeof(floatX)));
     cudaCheck(cudaMalloc(&model->m_memory, ns * sizeof(float)));
     cudaCheck(cudaMalloc(&model->v_memory, ns * sizeof(float)));
-    cudaCheck(cudaMemset(model->params_memory, 0, n * sizeof(floatX)));  // the ZeRO-1 padding stays zero
+    cudaCheck(cudaMemset(model->params_memory, 0, n * sizeof(floatX)));
     cudaCheck(cudaMemset(model->grads_memory, 0, n * sizeof(floatX)));
     cudaCheck(cudaMemset(model->m_memory, 0, ns * sizeof(float)));
     cudaCheck(cudaMemset(model->v_memory, 0, ns * sizeof(float)));
     if (gpt2_uses_master_weights(model)) cudaCheck(cudaMalloc(&model->master_weights, ns * sizeof(float)));
+    if (mp->zero_stage == 1) {
+        std::vector<GlobalNormSpan> spans;
+        for (const ZeroChunk& c : model->shard.chunks) spans.push_back({c.offset, c.size});
+        model->shard.norm_spans = global_norm_spans_upload(spans);
+    }
     gpt2_set_param_pointers(&model->params, model->params_memory, model->param_sizes);
     gpt2_set_param_pointers(&model->grads, model->grads_memory, model->param_sizes);
     matmul_context().allow_tf32 = opt.allow_tf32;
@@ -337,6 +348,7 @@ inline void gpt2_free(GPT2* model) {
     cudaFreeCheck(&model->m_memory);
     cudaFreeCheck(&model->v_memory);
     cudaFreeCheck(&model->master_weights);
+    global_norm_spans_free(&model->shard.norm_spans);
     cudaFreeCheck(&model->acts_memory);
     cudaFreeCheck(&model->scratch_f32);
     cudaFreeCheck(&model->inputs);
@@ -609,13 +621,13 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
 }
 
 // Completes the cross-process gradient reduction of an optimizer step (after its last backward):
-// ZeRO-1 reduce-scatters the whole padded buffer; then the compute stream waits for NCCL.
+// ZeRO-1 reduce-scatters every (tensor, layer) slice onto this process's chunk of it (one NCCL group);
+// then the compute stream waits for NCCL.
 inline void gpt2_reduce_gradients(GPT2* model) {
     phase_mark(model->timer, "gradient reduction (NCCL)", model->stream);
     if (model->mp->zero_stage == 1) {
-        floatX* all[] = {model->grads_memory};
-        const size_t counts[] = {model->num_parameters};
-        multi_gpu_async_reduce(all, counts, 1, model->mp, model->stream);
+        multi_gpu_async_reduce_scatter(model->grads_memory, model->shard.chunks.data(), (int)model->shard.chunks.size(),
+                                       model->mp, model->stream);
     }
     multi_gpu_wait(model->mp, model->stream);
     phase_mark(model->timer, "idle (host work, syncs)", model->stream);
@@ -626,14 +638,18 @@ inline void gpt2_reduce_gradients(GPT2* model) {
 
 // Global L2 norm of the gradient averaged over processes (synchronizes). The buffers hold the sum
 // over processes (llmc/zero.cuh), so the norm of the sum is scaled by 1/P in fp32. Under ZeRO-1 each
-// process holds the reduced gradient of its shard only: partial sums of squares are added across processes.
+// process holds the reduced gradient of its chunks only: their sum of squares (one pass over all chunks,
+// in the order of a single buffer, so one process gets ZeRO-0's bits) is then added across processes.
 inline float gpt2_grad_norm(GPT2* model) {
     float* partials = model->scratch_f32;
     float* out = model->scratch_f32 + GLOBAL_NORM_BLOCKS;
-    const Shard sh = model->shard;
     phase_mark(model->timer, "grad norm", model->stream);
-    global_norm_squared(out, partials, model->grads_memory + sh.offset, sh.size, model->stream);
-    if (model->mp->zero_stage == 1) multi_gpu_all_reduce_f32(out, 1, MultiGpuOp::sum, model->mp, model->stream);
+    if (model->mp->zero_stage == 1) {
+        global_norm_squared_spans(out, partials, model->grads_memory, model->shard.norm_spans, model->stream);
+        multi_gpu_all_reduce_f32(out, 1, MultiGpuOp::sum, model->mp, model->stream);
+    } else {
+        global_norm_squared(out, partials, model->grads_memory, model->num_parameters, model->stream);
+    }
     cudaCheck(cudaMemcpyAsync(model->norm_host, out, sizeof(float), cudaMemcpyDeviceToHost, model->stream));
     phase_mark(model->timer, "idle (host work, syncs)", model->stream);
     cudaCheck(cudaStreamSynchronize(model->stream));
@@ -641,39 +657,44 @@ inline float gpt2_grad_norm(GPT2* model) {
 }
 
 // AdamW step `t` (1-based) with gradients scaled by grad_scale (clipping) and by 1/P (the buffers hold
-// the sum over processes; one fp32 scale, so the mean is as exact for P = 3 as for P = 2), over this process's shard;
-// under ZeRO-1 an all-gather then gives every process all parameters. Seeds of stochastic rounding
-// come from model->rng_state, one per tensor, drawn identically on every process; rounding positions
-// are indices within the tensor, so the result does not depend on how the shards are cut.
+// the sum over processes; one fp32 scale, so the mean is as exact for P = 3 as for P = 2), over this
+// process's chunks (ZeRO-0: one chunk per tensor; ZeRO-1: its 1/P of every tensor of every layer, then an
+// all-gather gives every process all parameters). Seeds of stochastic rounding come from
+// model->rng_state, one per tensor, drawn identically on every process; rounding positions are indices
+// within the whole tensor, so the result does not depend on how the chunks are cut.
 inline void gpt2_update(GPT2* model, float lr, float weight_decay, float grad_scale, int t) {
     const bool master = gpt2_uses_master_weights(model);
-    const Shard sh = model->shard;
+    const std::vector<ZeroChunk>& chunks = model->shard.chunks;
     model->rng_state_last_update = model->rng_state;
     phase_mark(model->timer, "adamw", model->stream);
     if (master && !model->master_initialized) {
-        copy_to_fp32(model->master_weights, model->params_memory + sh.offset, sh.size, model->stream);
+        if (model->mp->zero_stage == 0) {
+            copy_to_fp32(model->master_weights, model->params_memory, model->num_parameters, model->stream);
+        } else {
+            for (const ZeroChunk& c : chunks) {
+                copy_to_fp32(model->master_weights + c.shard_offset, model->params_memory + c.offset, c.size,
+                             model->stream);
+            }
+        }
         model->master_initialized = true;
     }
-    size_t off = 0;
+    size_t k = 0;  // chunks are in tensor order
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        const size_t n = model->param_sizes[i];
         AdamWParams ap;
         ap.lr = lr;
         ap.weight_decay = param_tensor_is_2d(i) ? weight_decay : 0.0f;
         ap.grad_scale = grad_scale * multi_gpu_mean_scale(model->mp);
         ap.t = t;
         const uint32_t seed = random_u32(&model->rng_state);
-        const size_t lo = std::max(off, sh.offset), hi = std::min(off + n, sh.offset + sh.size);
-        if (lo < hi) {
-            const size_t local = lo - sh.offset;
-            adamw_update(model->params_memory + lo, master ? model->master_weights + local : nullptr,
-                         model->grads_memory + lo, model->m_memory + local, model->v_memory + local, hi - lo,
-                         (uint32_t)(lo - off), ap, seed, model->stream);
+        for (; k < chunks.size() && chunks[k].tensor == i; k++) {
+            const ZeroChunk& c = chunks[k];
+            adamw_update(model->params_memory + c.offset, master ? model->master_weights + c.shard_offset : nullptr,
+                         model->grads_memory + c.offset, model->m_memory + c.shard_offset,
+                         model->v_memory + c.shard_offset, c.size, (uint32_t)c.position, ap, seed, model->stream);
         }
-        off += n;
     }
     phase_mark(model->timer, "parameter all-gather (NCCL)", model->stream);
-    multi_gpu_all_gather(model->params_memory, model->num_parameters, model->mp, model->stream);
+    multi_gpu_all_gather(model->params_memory, chunks.data(), (int)chunks.size(), model->mp, model->stream);
     multi_gpu_wait(model->mp, model->stream);
     phase_mark(model->timer, "idle (host work, syncs)", model->stream);
 }

@@ -2,10 +2,10 @@
  * Multi-GPU data parallelism, one process per GPU, through NCCL: start-up (mpi / tcp / fs), gradient
  * reduction overlapped with backward on a second stream, ZeRO-1 sharding, and small host-side
  * collectives. Without MULTI_GPU the same API is a single-process stub (every collective a no-op),
- * so the trainer needs no #ifdefs. Any build with num_processes == 1 never creates an NCCL
- * communicator (unless LLMC_NCCL_SINGLE=1 asks for the full NCCL path with one process, for testing
- * the start-up and the collectives on one GPU; every collective is then an identity through NCCL):
- * communicator: single-GPU runs do not depend on NCCL, MPI or the network.
+ * so the trainer needs no #ifdefs. A build with NCCL creates a communicator only when there is more
+ * than one process, or when LLMC_NCCL_SINGLE=1 asks for the full NCCL path with one process (to test
+ * the start-up and the collectives on one GPU; every collective is then an identity through NCCL).
+ * So single-GPU runs do not depend on NCCL, MPI or the network.
  *
  * Start-up, multi_gpu_config_init(num_processes -pn, process_rank -pr, gpus_per_node -pg,
  *                                 init_method -pi, server_ip -ps, port, fs_path -pf, zero_stage -z):
@@ -28,21 +28,21 @@
  *   NVLink SHARP / multicast (NVLS) is never used: NCCL_NVLS_ENABLE is forced to 0 before NCCL starts.
  *   The trainer must link llmc/nccl_id_exchange.cpp when MULTI_GPU is defined.
  *
- * Gradients (every call is asynchronous: queued on nccl_stream after the work queued so far on the
- * compute stream; call multi_gpu_wait(cfg, compute) before the compute stream reads the results):
- *   multi_gpu_async_reduce(ptrs, counts, n, cfg, compute), one ncclGroup over the n tensors:
- *     zero_stage 0: ptrs[i][0, counts[i]) = SUM over ranks (ncclAllReduce, ncclSum, in place).
- *     zero_stage 1: with s = ceil(counts[i] / P), ptrs[i][rank*s, rank*s + s) = SUM over ranks of that
- *       range (ncclReduceScatter, ncclSum, in place); the rest of ptrs[i] is left unspecified.
+ * Gradients and parameters (every call is asynchronous: queued on nccl_stream after the work queued so
+ * far on the compute stream; call multi_gpu_wait(cfg, compute) before the compute stream reads the results):
+ *   multi_gpu_async_reduce(ptrs, counts, n, cfg, compute) (ZeRO-0): one ncclGroup over the n tensors,
+ *     ptrs[i][0, counts[i]) = SUM over ranks (ncclAllReduce, ncclSum, in place).
+ *   multi_gpu_async_reduce_scatter(buf, chunks, n, cfg, compute) (ZeRO-1): for each of the rank's chunks
+ *     (llmc/zero_shards.h), buf[offset, offset + size) = SUM over ranks of that range, from one in-place
+ *     ncclReduceScatter over the chunk's slice buf[slice_offset, slice_offset + P*size) (NCCL's in-place
+ *     rule: recvbuff == sendbuff + rank*recvcount); the rest of each slice is left unspecified. One
+ *     ncclGroup over all chunks (several past MULTI_GPU_GROUP_MAX_OPS).
  *     A sum, not ncclAvg: NCCL's average pre-multiplies by 1/P rounded to the element type, and
  *     bf16(1/3) = 0.33398 makes P = 3 gradients 0.2% too large (also 5, 6, 7). The caller scales by
  *     multi_gpu_mean_scale(cfg) = 1/P in fp32 where the gradient is read (the AdamW step, the norm).
- *       Each ptrs[i] must hold multi_gpu_padded_size(counts[i]) = s*P elements, with the padding
- *       [counts[i], s*P) zero and owned by no other tensor (checked among the tensors of one call).
- *       Zero padding stays zero through AdamW (m = v = 0, update 0), so the optimizer may run over the
- *       whole shard multi_gpu_get_shard(counts[i]) = {offset rank*s, size s}.
- *   multi_gpu_all_gather(ptrs, counts, n, cfg, compute) (ZeRO-1, after the update): every rank's shard
- *     of ptrs[i] is copied to all ranks (ncclAllGather in place). No-op for zero_stage 0.
+ *   multi_gpu_all_gather(buf, chunks, n, cfg, compute) (ZeRO-1, after the update): every rank's chunk of
+ *     each slice is copied to all ranks (ncclAllGather in place: sendbuff == recvbuff + rank*sendcount),
+ *     grouped likewise; a no-op under ZeRO-0. Both ZeRO-1 calls check that the chunks have that shape.
  *   multi_gpu_all_reduce_f32(buf, n, op, cfg, stream): buf[0, n) = sum over ranks (the only op), queued on
  *     `stream` itself (for the loss and the ZeRO-1 partial grad norm).
  * Host side (blocking): multi_gpu_barrier (all ranks reach it, and the device is idle),
@@ -65,6 +65,7 @@
 #include "llmc/cuda_common.h"
 #include "llmc/nccl_id_exchange.h"  // host only; also gives NCCL_ID_DEFAULT_PORT to single-GPU builds
 #include "llmc/utils.h"
+#include "llmc/zero_shards.h"  // host only: ZeroChunk
 
 #ifdef MULTI_GPU
 #include <nccl.h>
@@ -96,23 +97,6 @@ struct MultiGpuConfig {
 #endif
 };
 
-// Part of a tensor of n elements that this rank owns for the optimizer update.
-struct Shard {
-    size_t offset;  // first element of the shard
-    size_t size;    // elements in the shard, the same on every rank (may run into zero padding)
-};
-
-inline Shard multi_gpu_get_shard(size_t n, const MultiGpuConfig* cfg) {
-    if (cfg->zero_stage == 0) return {0, n};
-    size_t s = (n + cfg->num_processes - 1) / cfg->num_processes;
-    return {s * (size_t)cfg->process_rank, s};
-}
-
-// Elements a tensor of n elements must be allocated with: ceil(n/P)*P under ZeRO-1, else n.
-inline size_t multi_gpu_padded_size(size_t n, const MultiGpuConfig* cfg) {
-    return multi_gpu_get_shard(n, cfg).size * (cfg->zero_stage == 0 ? 1 : cfg->num_processes);
-}
-
 enum class MultiGpuOp { sum };  // no average: see multi_gpu_async_reduce
 
 // What turns a gradient summed over the ranks into their mean; applied in fp32.
@@ -130,6 +114,18 @@ inline void multi_gpu_check_args_(int num_processes, int process_rank, int gpus_
     if (num_processes < 1) fatal("-pn must be >= 1, got %d", num_processes);
     if (process_rank < 0 || process_rank >= num_processes) {
         fatal("-pr %d is outside 0..%d (-pn %d)", process_rank, num_processes - 1, num_processes);
+    }
+}
+
+// The NCCL in-place rules of the ZeRO-1 collectives: each chunk is this rank's 1/P of its slice.
+inline void multi_gpu_check_chunks_(const ZeroChunk* chunks, int n, const MultiGpuConfig* cfg, const char* what) {
+    const size_t P = (size_t)cfg->num_processes, r = (size_t)cfg->process_rank;
+    for (int i = 0; i < n; i++) {
+        const ZeroChunk& c = chunks[i];
+        if (c.slice_size != c.size * P || c.offset != c.slice_offset + r * c.size) {
+            fatal("%s: chunk %d (tensor %d, layer %d) is not rank %zu's 1/%zu of its slice of %zu elements",
+                  what, i, c.tensor, c.layer, r, P, c.slice_size);
+        }
     }
 }
 
@@ -421,32 +417,39 @@ inline void multi_gpu_follow_compute_(MultiGpuConfig* cfg, cudaStream_t compute)
 template <class T>
 void multi_gpu_async_reduce(T* const* ptrs, const size_t* counts, int n, MultiGpuConfig* cfg, cudaStream_t compute) {
     if (!cfg->use_nccl) return;
-    if (cfg->zero_stage == 1) {
-        // Reduce-scatter writes into the padding; overlapping tensors would corrupt each other.
-        for (int i = 0; i < n; i++) {
-            for (int j = i + 1; j < n; j++) {
-                const T* a = ptrs[i];
-                const T* b = ptrs[j];
-                if (a < b + multi_gpu_padded_size(counts[j], cfg) && b < a + multi_gpu_padded_size(counts[i], cfg)) {
-                    fatal("multi_gpu_async_reduce: tensors %d and %d overlap once padded for ZeRO-1 (allocate each "
-                          "with multi_gpu_padded_size elements)", i, j);
-                }
-            }
-        }
-    }
     multi_gpu_follow_compute_(cfg, compute);
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < n; i++) {
-        if (cfg->zero_stage == 0) {
-            ncclCheckComm(cfg->nccl_comm, ncclAllReduce(ptrs[i], ptrs[i], counts[i], nccl_type_<T>(), ncclSum,
-                                                        cfg->nccl_comm, cfg->nccl_stream));
-        } else {
-            Shard s = multi_gpu_get_shard(counts[i], cfg);
-            ncclCheckComm(cfg->nccl_comm, ncclReduceScatter(ptrs[i], ptrs[i] + s.offset, s.size, nccl_type_<T>(),
-                                                            ncclSum, cfg->nccl_comm, cfg->nccl_stream));
-        }
+        ncclCheckComm(cfg->nccl_comm, ncclAllReduce(ptrs[i], ptrs[i], counts[i], nccl_type_<T>(), ncclSum,
+                                                    cfg->nccl_comm, cfg->nccl_stream));
     }
     ncclCheckComm(cfg->nccl_comm, ncclGroupEnd());
+}
+
+// NCCL's documentation caps a group at 2048 operations; a deep model has 12 L + 4 chunks. Every rank cuts
+// its chunk list (the same length on all ranks) at the same places.
+constexpr int MULTI_GPU_GROUP_MAX_OPS = 1024;
+
+// op(i) for i in [0, n), in ncclGroups of at most MULTI_GPU_GROUP_MAX_OPS calls.
+template <class F>
+void multi_gpu_grouped_(int n, MultiGpuConfig* cfg, F op) {
+    for (int i0 = 0; i0 < n; i0 += MULTI_GPU_GROUP_MAX_OPS) {
+        ncclCheck(ncclGroupStart());
+        for (int i = i0; i < n && i < i0 + MULTI_GPU_GROUP_MAX_OPS; i++) op(i);
+        ncclCheckComm(cfg->nccl_comm, ncclGroupEnd());
+    }
+}
+
+template <class T>
+void multi_gpu_async_reduce_scatter(T* buf, const ZeroChunk* chunks, int n, MultiGpuConfig* cfg, cudaStream_t compute) {
+    if (!cfg->use_nccl) return;
+    multi_gpu_check_chunks_(chunks, n, cfg, "multi_gpu_async_reduce_scatter");
+    multi_gpu_follow_compute_(cfg, compute);
+    multi_gpu_grouped_(n, cfg, [&](int i) {
+        const ZeroChunk& c = chunks[i];
+        ncclCheckComm(cfg->nccl_comm, ncclReduceScatter(buf + c.slice_offset, buf + c.offset, c.size, nccl_type_<T>(),
+                                                        ncclSum, cfg->nccl_comm, cfg->nccl_stream));
+    });
 }
 
 // The compute stream waits for every collective queued so far on nccl_stream.
@@ -457,16 +460,15 @@ inline void multi_gpu_wait(MultiGpuConfig* cfg, cudaStream_t compute) {
 }
 
 template <class T>
-void multi_gpu_all_gather(T* const* ptrs, const size_t* counts, int n, MultiGpuConfig* cfg, cudaStream_t compute) {
+void multi_gpu_all_gather(T* buf, const ZeroChunk* chunks, int n, MultiGpuConfig* cfg, cudaStream_t compute) {
     if (!cfg->use_nccl || cfg->zero_stage == 0) return;
+    multi_gpu_check_chunks_(chunks, n, cfg, "multi_gpu_all_gather");
     multi_gpu_follow_compute_(cfg, compute);
-    ncclCheck(ncclGroupStart());
-    for (int i = 0; i < n; i++) {
-        Shard s = multi_gpu_get_shard(counts[i], cfg);
-        ncclCheckComm(cfg->nccl_comm, ncclAllGather(ptrs[i] + s.offset, ptrs[i], s.size, nccl_type_<T>(),
+    multi_gpu_grouped_(n, cfg, [&](int i) {
+        const ZeroChunk& c = chunks[i];
+        ncclCheckComm(cfg->nccl_comm, ncclAllGather(buf + c.offset, buf + c.slice_offset, c.size, nccl_type_<T>(),
                                                     cfg->nccl_comm, cfg->nccl_stream));
-    }
-    ncclCheckComm(cfg->nccl_comm, ncclGroupEnd());
+    });
 }
 
 inline void multi_gpu_all_reduce_f32(float* buf, size_t n, MultiGpuOp op, MultiGpuConfig* cfg, cudaStream_t stream) {
@@ -505,15 +507,11 @@ inline float multi_gpu_cpu_float_sum(float value, MultiGpuConfig*) { return valu
 inline int multi_gpu_broadcast_int(int value, MultiGpuConfig*) { return value; }
 template <class T>
 void multi_gpu_async_reduce(T* const*, const size_t*, int, MultiGpuConfig*, cudaStream_t) {}
+template <class T>
+void multi_gpu_async_reduce_scatter(T*, const ZeroChunk*, int, MultiGpuConfig*, cudaStream_t) {}
 inline void multi_gpu_wait(MultiGpuConfig*, cudaStream_t) {}
 template <class T>
-void multi_gpu_all_gather(T* const*, const size_t*, int, MultiGpuConfig*, cudaStream_t) {}
+void multi_gpu_all_gather(T*, const ZeroChunk*, int, MultiGpuConfig*, cudaStream_t) {}
 inline void multi_gpu_all_reduce_f32(float*, size_t, MultiGpuOp, MultiGpuConfig*, cudaStream_t) {}
 
 #endif  // MULTI_GPU
-
-// Single-tensor form of multi_gpu_all_gather.
-template <class T>
-void multi_gpu_all_gather(T* buf, size_t n, MultiGpuConfig* cfg, cudaStream_t compute) {
-    multi_gpu_all_gather(&buf, &n, 1, cfg, compute);
-}
