@@ -7,6 +7,7 @@
  *   3. the losses of K AdamW steps on that batch (lr from the file, betas 0.9/0.95, eps 1e-8, wd 0,
  *      clip 1.0)
  *   4. save -> reload -> continue: losses of N more steps bitwise equal to continuing in memory
+ * Steps 3 and 4 run the trainer's optimizer step (llmc/train_step.cuh) on the debug batch.
  *
  * Tolerances are derived from the reference, never hard-coded per number:
  *   FP32 build (TF32 off): |ours - ref| <= 1e-4 * max|ref| + 1e-6 elementwise max, per tensor;
@@ -25,6 +26,7 @@
 
 #include "llmc/gpt2.cuh"
 #include "llmc/run_state.h"
+#include "llmc/train_step.cuh"
 
 struct Tolerance {
     double max_err, mean_err;
@@ -123,17 +125,26 @@ static void make_model(GPT2* model, const char* path, int recompute, int B, int 
     gpt2_allocate_activations(model, B, T);
 }
 
-// One AdamW step on the batch at learning rate lr; returns the loss before the update.
-static float train_step(GPT2* model, const DebugState& ds, float lr, int t) {
-    gpt2_zero_grad(model);
-    gpt2_forward(model, ds.x.data(), ds.y.data(), ds.B, ds.T, true);
-    gpt2_backward(model, ds.B, ds.T);
-    const float loss = (float)(gpt2_losses_sum(model, ds.B, ds.T) / (ds.B * ds.T));
-    const float norm = gpt2_grad_norm(model);
-    const float grad_scale = norm > 1.0f ? 1.0f / norm : 1.0f;
-    gpt2_update(model, lr, 0.0f, grad_scale, t);
-    return loss;
-}
+// The trainer's optimizer step on the debug batch (one micro-step, no weight decay, no skipping):
+// AdamW step t (1-based) at learning rate lr; returns the loss before the update.
+struct DebugStep {
+    const DebugState* ds;
+    OutlierDetector loss_outlier, norm_outlier;
+    TrainStep ts;
+    explicit DebugStep(const DebugState& d) : ds(&d) {
+        outlier_detector_init(&loss_outlier);
+        outlier_detector_init(&norm_outlier);
+        ts.B = d.B;
+        ts.T = d.T;
+        ts.loss_outlier = &loss_outlier;
+        ts.norm_outlier = &norm_outlier;
+    }
+    DebugStep(const DebugStep&) = delete;  // ts points into this object
+    float operator()(GPT2* model, float lr, int t) {
+        const StepBatch batch{ds->x.data(), ds->y.data()};
+        return train_step(model, ts, t - 1, lr, false, [&](int) { return batch; }).loss;
+    }
+};
 
 int main(int argc, char** argv) {
     const char* model_path = kFloatXIsBF16 ? "gpt2_124M_bf16.bin" : "gpt2_124M.bin";
@@ -256,8 +267,9 @@ int main(int argc, char** argv) {
     const int K = llmc_v2 ? llmc_tol.steps : (int)ds.expected_losses.size();
     const float lr = llmc_v2 ? llmc_tol.lr : ds.lr;
     std::vector<float> losses(K);
+    DebugStep train_step_on_batch(ds);
     for (int t = 0; t < K; t++) {
-        losses[t] = train_step(&model, ds, lr, t + 1);
+        losses[t] = train_step_on_batch(&model, lr, t + 1);
         if (llmc_v2) printf("step %2d: loss %.6f\n", t, losses[t]);
         else printf("step %2d: loss %.6f (reference %.6f)\n", t, losses[t], ds.expected_losses[t]);
     }
@@ -298,7 +310,7 @@ int main(int argc, char** argv) {
 
     const int N = 10;
     std::vector<float> cont(N), resumed(N);
-    for (int t = 0; t < N; t++) cont[t] = train_step(&model, ds, lr, K + t + 1);
+    for (int t = 0; t < N; t++) cont[t] = train_step_on_batch(&model, lr, K + t + 1);
 
     GPT2 re;
     make_model(&re, ckpt_model.c_str(), 1, B, T);
@@ -314,7 +326,8 @@ int main(int argc, char** argv) {
         gpt2_optimizer_state_from_host(&re, m2.data(), v2.data(), got.use_master_weights ? master2.data() : nullptr);
         re.rng_state = got.rng_state;
     }
-    for (int t = 0; t < N; t++) resumed[t] = train_step(&re, ds, lr, K + t + 1);
+    DebugStep resumed_step_on_batch(ds);
+    for (int t = 0; t < N; t++) resumed[t] = resumed_step_on_batch(&re, lr, K + t + 1);
     bool resume_ok = true;
     for (int t = 0; t < N; t++) {
         const bool same = memcmp(&cont[t], &resumed[t], sizeof(float)) == 0;

@@ -24,6 +24,7 @@
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
 #include "llmc/train_plan.h"
+#include "llmc/train_step.cuh"
 #include "llmc/watchdog.h"
 #include "llmc/zero.cuh"
 
@@ -736,9 +737,20 @@ int main(int argc, char** argv) {
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
     Watchdog* wd = &tr.watchdog;
+    TrainStep step_cfg;  // the optimizer step (llmc/train_step.cuh)
+    step_cfg.B = c.B;
+    step_cfg.T = c.T;
+    step_cfg.grad_accum = tr.grad_accum;
+    step_cfg.weight_decay = c.weight_decay;
+    step_cfg.skip_loss_z = c.skip_loss_z;
+    step_cfg.skip_norm_z = c.skip_norm_z;
+    step_cfg.loss_outlier = &tr.loss_outlier;
+    step_cfg.norm_outlier = &tr.norm_outlier;
+    step_cfg.stop_flag = &g_stop_signal;
+    step_cfg.watchdog = wd;
     // test hook (scripts/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
     const char* hang_env = getenv("LLMC_TEST_HANG_AT_STEP");
-    const int hang_step = hang_env != nullptr ? atoi(hang_env) : 0;
+    step_cfg.hang_at_step = hang_env != nullptr ? atoi(hang_env) : 0;
 
     const double flops_per_token = gpt2_flops_per_token((double)model.num_parameters, model.config.num_layers,
                                                         model.config.channels, c.T);
@@ -785,44 +797,15 @@ int main(int argc, char** argv) {
         // ---- one optimizer step ----
         phase_timer_end_step(model.timer, model.stream, false);  // drop what val/eval/sampling recorded
         cudaCheck(cudaEventRecord(start_ev, model.stream));
-        watchdog_enter(wd, step + 1, "forward, backward and the gradient reduction (ncclAllReduce / ncclReduceScatter)");
-        gpt2_zero_grad(&model);
-        dataloader_begin_step(&tr.train_loader, c.overfit_single_batch != 0);  // -a 1: windows 0..accum-1 again
-        for (int micro = 0; micro < tr.grad_accum; micro++) {
-            dataloader_next_batch(&tr.train_loader);
-            gpt2_forward(&model, tr.train_loader.inputs, tr.train_loader.targets, c.B, c.T, true, tr.grad_accum);
-            gpt2_backward(&model, c.B, c.T, micro == tr.grad_accum - 1);
-        }
-        gpt2_reduce_gradients(&model);
-        const float local_loss = (float)(gpt2_losses_sum(&model, c.B, c.T) / ((double)c.B * c.T * tr.grad_accum));
-        float vote[STEP_VOTE_SLOTS];
-        step_vote_pack({local_loss, g_stop_signal != 0, step + 1 == tr.train_num_batches}, vote);
-        if (step + 1 == hang_step) multi_gpu_test_hang_collectives(&tr.mp, model.stream);
-        watchdog_enter(wd, step + 1, "the loss / stop vote (ncclAllReduce)");
-        multi_gpu_cpu_float_sums(vote, STEP_VOTE_SLOTS, &tr.mp);
-        const StepDecision decision = step_vote_decide(vote, tr.mp.num_processes);
-        if (decision.last_disagree) {
-            fatal("step %d: %d of %d ranks end training after this step, the others do not (-x, or the data's "
-                  "windows per rank, differ between ranks)", step + 1, decision.last_votes, tr.mp.num_processes);
-        }
-        stop_requests = decision.stop_requests;
-        const float loss = decision.loss;
-        watchdog_enter(wd, step + 1, "the gradient norm (ZeRO-1: ncclAllReduce)");
-        const float norm = gpt2_grad_norm(&model);
-        if (!std::isfinite(loss) || !std::isfinite(norm)) {
-            fatal("step %d: the loss (%f) or gradient norm (%f) is not finite; stopping instead of training on "
-                  "garbage. Lower -l, add warmup (-u), or resume from the last checkpoint.", step + 1, loss, norm);
-        }
-        const double zloss = outlier_detector_update(&tr.loss_outlier, loss);
-        const double znorm = outlier_detector_update(&tr.norm_outlier, norm);
         const float lr = get_learning_rate(&tr.scheduler, step);
-        const bool skip = (c.skip_loss_z > 0.0f && zloss > c.skip_loss_z) || (c.skip_norm_z > 0.0f && znorm > c.skip_norm_z);
-        if (skip) {
-            if (is_rank0(tr)) printf("skipping update: loss z %.2f, grad norm z %.2f\n", zloss, znorm);
-        } else {
-            const float grad_scale = norm > 1.0f ? 1.0f / norm : 1.0f;
-            gpt2_update(&model, lr, c.weight_decay, grad_scale, step + 1);
-        }
+        const TrainStepResult res = train_step(&model, step_cfg, step, lr, step + 1 == tr.train_num_batches, [&](int micro) {
+            if (micro == 0) dataloader_begin_step(&tr.train_loader, c.overfit_single_batch != 0);  // -a 1: windows 0..accum-1 again
+            dataloader_next_batch(&tr.train_loader);
+            return StepBatch{tr.train_loader.inputs, tr.train_loader.targets};
+        });
+        stop_requests = res.stop_requests;
+        const float loss = res.loss, norm = res.norm;
+        const double zloss = res.loss_z, znorm = res.norm_z;
         watchdog_enter(wd, step + 1, "the AdamW update (ZeRO-1: ncclAllGather)");
         cudaCheck(cudaEventRecord(end_ev, model.stream));
         cudaCheck(cudaEventSynchronize(end_ev));
