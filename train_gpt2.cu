@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "llmc/checkpoint.cuh"
 #include "llmc/dataloader.h"
 #include "llmc/eval_loader.h"
 #include "llmc/gpt2.cuh"
@@ -270,14 +271,7 @@ struct Trainer {
     bool resumed = false;  // start_step comes from a checkpoint
     uint64_t sample_rng = 1337;
     GpuPeak peak;
-    // -y 1: the checkpoint, read and checked on the host before the GPU starts, uploaded after
-    struct Resume {
-        int step = -1;                 // -1: nothing to resume
-        std::string model_path;
-        ModelFileInfo info;
-        RunState rs;
-        std::vector<float> m, v, master;
-    } resume;
+    CheckpointRead resume;  // -y 1: read and checked on the host before the GPU starts, uploaded after
     Watchdog watchdog;  // bounds every wait of the loop on the GPU / a collective (-wt)
 };
 
@@ -351,32 +345,18 @@ static void generate_sample(Trainer& tr) {
     printf("\n---\n");
 }
 
+// Checkpoint `step` (llmc/checkpoint.cuh) with the trainer's part of the state file, then llm.c's
+// -nk/-nm deletion of an older one.
 static void save_checkpoint(Trainer& tr, int step) {
     const std::string& dir = tr.cfg.output_dir;
-    ckpt_make_dir(dir);
-    if (is_rank0(tr)) gpt2_write_params(&tr.model, ckpt_model_path(dir, step).c_str());
-    std::vector<float> m, v, master;
-    gpt2_optimizer_state_to_host(&tr.model, &m, &v, &master);
     RunState rs;
-    rs.num_processes = tr.mp.num_processes;
-    rs.process_rank = tr.mp.process_rank;
-    rs.use_master_weights = !master.empty();
     rs.shuffle = tr.cfg.shuffle != 0;
-    rs.step = step;
-    rs.rng_state = tr.model.rng_state;
-    rs.rng_state_last_update = tr.model.rng_state_last_update;
     rs.loader = dataloader_get_state(&tr.train_loader);
     rs.has_outliers = true;
     rs.loss_outlier = tr.loss_outlier;
     rs.grad_norm_outlier = tr.norm_outlier;
-    std::vector<HostBuffer> body = {{m.data(), m.size() * sizeof(float)}, {v.data(), v.size() * sizeof(float)}};
-    if (rs.use_master_weights) body.push_back({master.data(), master.size() * sizeof(float)});
-    run_state_write(ckpt_state_path(dir, step, tr.mp.process_rank), rs, body);
-    multi_gpu_barrier(&tr.mp);
-    if (is_rank0(tr)) {
-        ckpt_write_done(dir, step);
-        printf("checkpoint: wrote step %d to %s\n", step, dir.c_str());
-    }
+    checkpoint_save(&tr.model, dir, step, rs);
+    if (is_rank0(tr)) printf("checkpoint: wrote step %d to %s\n", step, dir.c_str());
     // llm.c's -nk/-nm rule (train_plan.h): one older checkpoint goes, DONE first
     const int old_step = checkpoint_to_delete(step, tr.cfg.checkpoint_every, tr.cfg.keep_last, tr.cfg.keep_multiple);
     if (old_step > 0) {
@@ -393,8 +373,8 @@ static void save_checkpoint(Trainer& tr, int step) {
 // and checks all of checkpoint `step` (model header vs the configuration, the whole run state with its
 // checksum, the data position) into tr.resume. step < 0: the newest complete checkpoint in this
 // process's view of -o (resume_choose_step), or nothing when there is none. shard_size: optimizer
-// elements of this process; keeps_master: this run keeps fp32 master weights.
-static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, bool keeps_master, int step = -1) {
+// elements of this process.
+static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, int step = -1) {
     const std::string& dir = tr.cfg.output_dir;
     const int rank = tr.cfg.process_rank;
     if (step < 0) {
@@ -402,29 +382,13 @@ static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, bo
             printf("resume: removed '%s', left by an interrupted checkpoint\n", f.c_str());
         }
     }
-    Trainer::Resume& r = tr.resume;
-    r = Trainer::Resume();
-    r.step = step < 0 ? resume_choose_step(dir) : step;
-    if (r.step < 0) return;
-    r.model_path = ckpt_model_path(dir, r.step);
-    r.info = model_file_read_header(r.model_path.c_str());
-    if (memcmp(&r.info.cfg, &mc, sizeof(GPT2Config)) != 0) {
-        fatal("checkpoint '%s' has a different model configuration than -e %s", r.model_path.c_str(), tr.cfg.init.c_str());
-    }
-    const std::string state_path = ckpt_state_path(dir, r.step, rank);
-    const RunState peek = run_state_peek(state_path);
-    if (peek.use_master_weights && !keeps_master) {
-        fatal("'%s' holds fp32 master weights but this run keeps none (-w 0 or an FP32 build): resume with -w 1 in a BF16 build",
-              state_path.c_str());
-    }
-    r.m.resize(shard_size);
-    r.v.resize(shard_size);
-    std::vector<HostBuffer> body = {{r.m.data(), shard_size * sizeof(float)}, {r.v.data(), shard_size * sizeof(float)}};
-    if (peek.use_master_weights) {
-        r.master.resize(shard_size);
-        body.push_back({r.master.data(), shard_size * sizeof(float)});
-    }
-    r.rs = run_state_read(state_path, body, tr.cfg.num_processes, rank);
+    CheckpointRead& r = tr.resume;
+    r = CheckpointRead();
+    const int chosen = step < 0 ? resume_choose_step(dir) : step;
+    if (chosen < 0) return;
+    checkpoint_read(&r, dir, chosen, mc, "-e " + tr.cfg.init, tr.cfg.num_processes, rank, shard_size, kFloatXIsBF16,
+                    tr.cfg.master_weights != 0);
+    const std::string& state_path = r.state_path;
     run_state_restore_loader(r.rs, &tr.train_loader, state_path);
     if (r.rs.has_outliers) {
         tr.loss_outlier = r.rs.loss_outlier;
@@ -435,7 +399,7 @@ static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, bo
 // -y 1, after the processes are up: rank 0's step is every rank's (see llmc/rank_agreement.h). A rank
 // whose own view of -o chose another step reads rank 0's instead; when any rank lacks a file of that
 // step, every rank stops, each naming what it lacks. Then the upload; returns the step to continue from.
-static int resume_upload(Trainer& tr, const GPT2Config& mc, bool keeps_master) {
+static int resume_upload(Trainer& tr, const GPT2Config& mc) {
     {
         WatchdogWait w(&tr.watchdog, 0, "resume: the step broadcast and file check (ncclBroadcast / ncclAllReduce)");
         const std::string& dir = tr.cfg.output_dir;
@@ -451,23 +415,17 @@ static int resume_upload(Trainer& tr, const GPT2Config& mc, bool keeps_master) {
         if (step != tr.resume.step) {
             printf("resume: rank %d saw step %d as the newest checkpoint; taking rank 0's step %d\n",
                    tr.mp.process_rank, tr.resume.step, step);
-            if (step < 0) tr.resume = Trainer::Resume();
-            else resume_read(tr, mc, tr.model.shard.size, keeps_master, step);
+            if (step < 0) tr.resume = CheckpointRead();
+            else resume_read(tr, mc, tr.model.shard.size, step);
         }
         if (step < 0 && is_rank0(tr)) printf("resume: no complete checkpoint in %s, starting fresh\n", dir.c_str());
     }
-    Trainer::Resume& r = tr.resume;
+    const CheckpointRead& r = tr.resume;
     if (r.step < 0) return 0;
-    if (tr.model.shard.size != r.m.size()) {
-        fatal("internal: optimizer shard of %zu elements, the state was read for %zu", tr.model.shard.size, r.m.size());
-    }
-    gpt2_load_params(&tr.model, r.model_path.c_str(), r.info);
-    gpt2_optimizer_state_from_host(&tr.model, r.m.data(), r.v.data(), r.rs.use_master_weights ? r.master.data() : nullptr);
-    tr.model.rng_state = r.rs.rng_state;
-    tr.model.rng_state_last_update = r.rs.rng_state_last_update;
+    checkpoint_upload(&tr.model, r);
     if (is_rank0(tr)) printf("resume: loaded step %d from %s\n", r.step, tr.cfg.output_dir.c_str());
     const int step = r.step;
-    tr.resume = Trainer::Resume();  // the host copies are no longer needed
+    tr.resume = CheckpointRead();  // the host copies are no longer needed
     return step;
 }
 
@@ -614,7 +572,7 @@ static void setup(Trainer& tr) {
         geometry.num_processes = c.num_processes;
         geometry.zero_stage = c.zero_stage;
         const size_t shard_size = multi_gpu_get_shard(gpt2_num_parameters(mc), &geometry).size;
-        resume_read(tr, mc, shard_size, kFloatXIsBF16 && c.master_weights != 0);
+        resume_read(tr, mc, shard_size);
     }
 
     // GPU (after everything that can be checked without one)
@@ -651,7 +609,7 @@ static void setup(Trainer& tr) {
     gpt2_allocate_activations(&tr.model, c.B, c.T);
 
     if (c.resume) {
-        tr.start_step = resume_upload(tr, mc, kFloatXIsBF16 && c.master_weights != 0);
+        tr.start_step = resume_upload(tr, mc);
         tr.resumed = tr.start_step > 0;  // checkpoints exist only of steps >= 1
     }
     logger_init(&tr.logger, c.output_dir.empty() ? nullptr : c.output_dir.c_str(), c.process_rank, tr.start_step);
