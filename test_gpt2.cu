@@ -7,6 +7,8 @@
  *   3. the losses of K AdamW steps on that batch (lr from the file, betas 0.9/0.95, eps 1e-8, wd 0,
  *      clip 1.0)
  *   4. save -> reload -> continue: losses of N more steps bitwise equal to continuing in memory
+ * Steps 3 and 4 run the trainer's code: its optimizer step (llmc/train_step.cuh) on the debug batch,
+ * and its checkpoint save and load (llmc/checkpoint.cuh).
  *
  * Tolerances are derived from the reference, never hard-coded per number:
  *   FP32 build (TF32 off): |ours - ref| <= 1e-4 * max|ref| + 1e-6 elementwise max, per tensor;
@@ -23,8 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "llmc/checkpoint.cuh"
 #include "llmc/gpt2.cuh"
-#include "llmc/run_state.h"
+#include "llmc/train_step.cuh"
 
 struct Tolerance {
     double max_err, mean_err;
@@ -123,17 +126,26 @@ static void make_model(GPT2* model, const char* path, int recompute, int B, int 
     gpt2_allocate_activations(model, B, T);
 }
 
-// One AdamW step on the batch at learning rate lr; returns the loss before the update.
-static float train_step(GPT2* model, const DebugState& ds, float lr, int t) {
-    gpt2_zero_grad(model);
-    gpt2_forward(model, ds.x.data(), ds.y.data(), ds.B, ds.T, true);
-    gpt2_backward(model, ds.B, ds.T);
-    const float loss = (float)(gpt2_losses_sum(model, ds.B, ds.T) / (ds.B * ds.T));
-    const float norm = gpt2_grad_norm(model);
-    const float grad_scale = norm > 1.0f ? 1.0f / norm : 1.0f;
-    gpt2_update(model, lr, 0.0f, grad_scale, t);
-    return loss;
-}
+// The trainer's optimizer step on the debug batch (one micro-step, no weight decay, no skipping):
+// AdamW step t (1-based) at learning rate lr; returns the loss before the update.
+struct DebugStep {
+    const DebugState* ds;
+    OutlierDetector loss_outlier, norm_outlier;
+    TrainStep ts;
+    explicit DebugStep(const DebugState& d) : ds(&d) {
+        outlier_detector_init(&loss_outlier);
+        outlier_detector_init(&norm_outlier);
+        ts.B = d.B;
+        ts.T = d.T;
+        ts.loss_outlier = &loss_outlier;
+        ts.norm_outlier = &norm_outlier;
+    }
+    DebugStep(const DebugStep&) = delete;  // ts points into this object
+    float operator()(GPT2* model, float lr, int t) {
+        const StepBatch batch{ds->x.data(), ds->y.data()};
+        return train_step(model, ts, t - 1, lr, false, [&](int) { return batch; }).loss;
+    }
+};
 
 int main(int argc, char** argv) {
     const char* model_path = kFloatXIsBF16 ? "gpt2_124M_bf16.bin" : "gpt2_124M.bin";
@@ -256,8 +268,9 @@ int main(int argc, char** argv) {
     const int K = llmc_v2 ? llmc_tol.steps : (int)ds.expected_losses.size();
     const float lr = llmc_v2 ? llmc_tol.lr : ds.lr;
     std::vector<float> losses(K);
+    DebugStep train_step_on_batch(ds);
     for (int t = 0; t < K; t++) {
-        losses[t] = train_step(&model, ds, lr, t + 1);
+        losses[t] = train_step_on_batch(&model, lr, t + 1);
         if (llmc_v2) printf("step %2d: loss %.6f\n", t, losses[t]);
         else printf("step %2d: loss %.6f (reference %.6f)\n", t, losses[t], ds.expected_losses[t]);
     }
@@ -283,38 +296,37 @@ int main(int argc, char** argv) {
     printf("loss fell by %.1f%% over %d steps\n", 100.0 * (1.0 - losses[K - 1] / losses[0]), K);
 
     // 4. save -> reload -> continue ------------------------------------------------------------
-    const std::string ckpt_model = scratch_dir + "/test_gpt2cu_model.bin";
-    const std::string ckpt_state = scratch_dir + "/test_gpt2cu_state.bin";
-    gpt2_write_params(&model, ckpt_model.c_str());
-    std::vector<float> m_host, v_host, master_host;
-    gpt2_optimizer_state_to_host(&model, &m_host, &v_host, &master_host);
-    RunState rs;
-    rs.use_master_weights = !master_host.empty();
-    rs.step = K;
-    rs.rng_state = model.rng_state;
-    std::vector<HostBuffer> body = {{m_host.data(), m_host.size() * 4}, {v_host.data(), v_host.size() * 4}};
-    if (rs.use_master_weights) body.push_back({master_host.data(), master_host.size() * 4});
-    run_state_write(ckpt_state, rs, body);
+    // The checkpoint of step K in its own folder, written and read as the trainer does (the test's
+    // part of the state file: its outlier windows). The reloaded model starts from the original
+    // weights, so the parameters too must come from the checkpoint.
+    const std::string ckpt_dir = scratch_dir + "/test_gpt2cu_checkpoint";
+    RunState test_part;
+    test_part.has_outliers = true;
+    test_part.loss_outlier = train_step_on_batch.loss_outlier;
+    test_part.grad_norm_outlier = train_step_on_batch.norm_outlier;
+    checkpoint_save(&model, ckpt_dir, K, test_part);
+    // -w 1 (the default) writes the fp32 master weights in both builds (FP32: the parameters, as llm.c)
+    const bool master_block = run_state_peek(ckpt_state_path(ckpt_dir, K, 0)).use_master_weights;
+    printf("%-20s %s  state file of step %d has the master weight block (slot 4 = 1)\n", "master block",
+           master_block ? "OK  " : "FAIL", K);
+    if (!master_block) chk.failures++;
 
     const int N = 10;
     std::vector<float> cont(N), resumed(N);
-    for (int t = 0; t < N; t++) cont[t] = train_step(&model, ds, lr, K + t + 1);
+    for (int t = 0; t < N; t++) cont[t] = train_step_on_batch(&model, lr, K + t + 1);
 
     GPT2 re;
-    make_model(&re, ckpt_model.c_str(), 1, B, T);
+    make_model(&re, model_path, 1, B, T);
+    DebugStep resumed_step_on_batch(ds);
     {
-        const RunState peek = run_state_peek(ckpt_state);
-        std::vector<float> m2(re.num_parameters), v2(re.num_parameters), master2;
-        std::vector<HostBuffer> body2 = {{m2.data(), m2.size() * 4}, {v2.data(), v2.size() * 4}};
-        if (peek.use_master_weights) {
-            master2.resize(re.num_parameters);
-            body2.push_back({master2.data(), master2.size() * 4});
-        }
-        const RunState got = run_state_read(ckpt_state, body2, 1, 0);
-        gpt2_optimizer_state_from_host(&re, m2.data(), v2.data(), got.use_master_weights ? master2.data() : nullptr);
-        re.rng_state = got.rng_state;
+        CheckpointRead ck;
+        checkpoint_read(&ck, ckpt_dir, K, cfg, std::string("-e ") + model_path, 1, 0, re.shard.size, kFloatXIsBF16,
+                        re.opt.use_master_weights);
+        checkpoint_upload(&re, ck);
+        resumed_step_on_batch.loss_outlier = ck.rs.loss_outlier;
+        resumed_step_on_batch.norm_outlier = ck.rs.grad_norm_outlier;
     }
-    for (int t = 0; t < N; t++) resumed[t] = train_step(&re, ds, lr, K + t + 1);
+    for (int t = 0; t < N; t++) resumed[t] = resumed_step_on_batch(&re, lr, K + t + 1);
     bool resume_ok = true;
     for (int t = 0; t < N; t++) {
         const bool same = memcmp(&cont[t], &resumed[t], sizeof(float)) == 0;
@@ -322,8 +334,10 @@ int main(int argc, char** argv) {
         resume_ok = resume_ok && same;
     }
     if (!resume_ok) chk.failures++;
-    remove(ckpt_model.c_str());
-    remove(ckpt_state.c_str());
+    for (const std::string& f : {ckpt_done_path(ckpt_dir, K), ckpt_model_path(ckpt_dir, K), ckpt_state_path(ckpt_dir, K, 0)}) {
+        remove(f.c_str());
+    }
+    rmdir(ckpt_dir.c_str());
 
     gpt2_free(&re);
     gpt2_free(&model);

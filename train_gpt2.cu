@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "llmc/checkpoint.cuh"
 #include "llmc/dataloader.h"
 #include "llmc/eval_loader.h"
 #include "llmc/gpt2.cuh"
@@ -24,6 +25,7 @@
 #include "llmc/schedulers.h"
 #include "llmc/tokenizer.h"
 #include "llmc/train_plan.h"
+#include "llmc/train_step.cuh"
 #include "llmc/watchdog.h"
 #include "llmc/zero.cuh"
 
@@ -274,14 +276,7 @@ struct Trainer {
     bool resumed = false;  // start_step comes from a checkpoint
     uint64_t sample_rng = 1337;
     GpuPeak peak;
-    // -y 1: the checkpoint, read and checked on the host before the GPU starts, uploaded after
-    struct Resume {
-        int step = -1;                 // -1: nothing to resume
-        std::string model_path;
-        ModelFileInfo info;
-        RunState rs;
-        std::vector<float> m, v, master;
-    } resume;
+    CheckpointRead resume;  // -y 1: read and checked on the host before the GPU starts, uploaded after
     Watchdog watchdog;  // bounds every wait of the loop on the GPU / a collective (-wt)
 };
 
@@ -355,32 +350,18 @@ static void generate_sample(Trainer& tr) {
     printf("\n---\n");
 }
 
+// Checkpoint `step` (llmc/checkpoint.cuh) with the trainer's part of the state file, then llm.c's
+// -nk/-nm deletion of an older one.
 static void save_checkpoint(Trainer& tr, int step) {
     const std::string& dir = tr.cfg.output_dir;
-    ckpt_make_dir(dir);
-    if (is_rank0(tr)) gpt2_write_params(&tr.model, ckpt_model_path(dir, step).c_str());
-    std::vector<float> m, v, master;
-    gpt2_optimizer_state_to_host(&tr.model, &m, &v, &master);
     RunState rs;
-    rs.num_processes = tr.mp.num_processes;
-    rs.process_rank = tr.mp.process_rank;
-    rs.use_master_weights = !master.empty();
     rs.shuffle = tr.cfg.shuffle != 0;
-    rs.step = step;
-    rs.rng_state = tr.model.rng_state;
-    rs.rng_state_last_update = tr.model.rng_state_last_update;
     rs.loader = dataloader_get_state(&tr.train_loader);
     rs.has_outliers = true;
     rs.loss_outlier = tr.loss_outlier;
     rs.grad_norm_outlier = tr.norm_outlier;
-    std::vector<HostBuffer> body = {{m.data(), m.size() * sizeof(float)}, {v.data(), v.size() * sizeof(float)}};
-    if (rs.use_master_weights) body.push_back({master.data(), master.size() * sizeof(float)});
-    run_state_write(ckpt_state_path(dir, step, tr.mp.process_rank), rs, body);
-    multi_gpu_barrier(&tr.mp);
-    if (is_rank0(tr)) {
-        ckpt_write_done(dir, step);
-        printf("checkpoint: wrote step %d to %s\n", step, dir.c_str());
-    }
+    checkpoint_save(&tr.model, dir, step, rs);
+    if (is_rank0(tr)) printf("checkpoint: wrote step %d to %s\n", step, dir.c_str());
     // llm.c's -nk/-nm rule (train_plan.h): one older checkpoint goes, DONE first
     const int old_step = checkpoint_to_delete(step, tr.cfg.checkpoint_every, tr.cfg.keep_last, tr.cfg.keep_multiple);
     if (old_step > 0) {
@@ -397,8 +378,8 @@ static void save_checkpoint(Trainer& tr, int step) {
 // and checks all of checkpoint `step` (model header vs the configuration, the whole run state with its
 // checksum, the data position) into tr.resume. step < 0: the newest complete checkpoint in this
 // process's view of -o (resume_choose_step), or nothing when there is none. shard_size: optimizer
-// elements of this process; keeps_master: this run keeps fp32 master weights.
-static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, bool keeps_master, int step = -1) {
+// elements of this process.
+static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, int step = -1) {
     const std::string& dir = tr.cfg.output_dir;
     const int rank = tr.cfg.process_rank;
     if (step < 0) {
@@ -406,29 +387,13 @@ static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, bo
             printf("resume: removed '%s', left by an interrupted checkpoint\n", f.c_str());
         }
     }
-    Trainer::Resume& r = tr.resume;
-    r = Trainer::Resume();
-    r.step = step < 0 ? resume_choose_step(dir) : step;
-    if (r.step < 0) return;
-    r.model_path = ckpt_model_path(dir, r.step);
-    r.info = model_file_read_header(r.model_path.c_str());
-    if (memcmp(&r.info.cfg, &mc, sizeof(GPT2Config)) != 0) {
-        fatal("checkpoint '%s' has a different model configuration than -e %s", r.model_path.c_str(), tr.cfg.init.c_str());
-    }
-    const std::string state_path = ckpt_state_path(dir, r.step, rank);
-    const RunState peek = run_state_peek(state_path);
-    if (peek.use_master_weights && !keeps_master) {
-        fatal("'%s' holds fp32 master weights but this run keeps none (-w 0 or an FP32 build): resume with -w 1 in a BF16 build",
-              state_path.c_str());
-    }
-    r.m.resize(shard_size);
-    r.v.resize(shard_size);
-    std::vector<HostBuffer> body = {{r.m.data(), shard_size * sizeof(float)}, {r.v.data(), shard_size * sizeof(float)}};
-    if (peek.use_master_weights) {
-        r.master.resize(shard_size);
-        body.push_back({r.master.data(), shard_size * sizeof(float)});
-    }
-    r.rs = run_state_read(state_path, body, tr.cfg.num_processes, rank);
+    CheckpointRead& r = tr.resume;
+    r = CheckpointRead();
+    const int chosen = step < 0 ? resume_choose_step(dir) : step;
+    if (chosen < 0) return;
+    checkpoint_read(&r, dir, chosen, mc, "-e " + tr.cfg.init, tr.cfg.num_processes, rank, shard_size, kFloatXIsBF16,
+                    tr.cfg.master_weights != 0);
+    const std::string& state_path = r.state_path;
     run_state_restore_loader(r.rs, &tr.train_loader, state_path);
     if (r.rs.has_outliers) {
         tr.loss_outlier = r.rs.loss_outlier;
@@ -439,7 +404,7 @@ static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, bo
 // -y 1, after the processes are up: rank 0's step is every rank's (see llmc/rank_agreement.h). A rank
 // whose own view of -o chose another step reads rank 0's instead; when any rank lacks a file of that
 // step, every rank stops, each naming what it lacks. Then the upload; returns the step to continue from.
-static int resume_upload(Trainer& tr, const GPT2Config& mc, bool keeps_master) {
+static int resume_upload(Trainer& tr, const GPT2Config& mc) {
     {
         WatchdogWait w(&tr.watchdog, 0, "resume: the step broadcast and file check (ncclBroadcast / ncclAllReduce)");
         const std::string& dir = tr.cfg.output_dir;
@@ -455,23 +420,17 @@ static int resume_upload(Trainer& tr, const GPT2Config& mc, bool keeps_master) {
         if (step != tr.resume.step) {
             printf("resume: rank %d saw step %d as the newest checkpoint; taking rank 0's step %d\n",
                    tr.mp.process_rank, tr.resume.step, step);
-            if (step < 0) tr.resume = Trainer::Resume();
-            else resume_read(tr, mc, tr.model.shard.size, keeps_master, step);
+            if (step < 0) tr.resume = CheckpointRead();
+            else resume_read(tr, mc, tr.model.shard.size, step);
         }
         if (step < 0 && is_rank0(tr)) printf("resume: no complete checkpoint in %s, starting fresh\n", dir.c_str());
     }
-    Trainer::Resume& r = tr.resume;
+    const CheckpointRead& r = tr.resume;
     if (r.step < 0) return 0;
-    if (tr.model.shard.size != r.m.size()) {
-        fatal("internal: optimizer shard of %zu elements, the state was read for %zu", tr.model.shard.size, r.m.size());
-    }
-    gpt2_load_params(&tr.model, r.model_path.c_str(), r.info);
-    gpt2_optimizer_state_from_host(&tr.model, r.m.data(), r.v.data(), r.rs.use_master_weights ? r.master.data() : nullptr);
-    tr.model.rng_state = r.rs.rng_state;
-    tr.model.rng_state_last_update = r.rs.rng_state_last_update;
+    checkpoint_upload(&tr.model, r);
     if (is_rank0(tr)) printf("resume: loaded step %d from %s\n", r.step, tr.cfg.output_dir.c_str());
     const int step = r.step;
-    tr.resume = Trainer::Resume();  // the host copies are no longer needed
+    tr.resume = CheckpointRead();  // the host copies are no longer needed
     return step;
 }
 
@@ -619,7 +578,7 @@ static void setup(Trainer& tr) {
     }
     if (c.resume) {
         const size_t shard_size = zero_shard_size(mc, c.zero_stage, c.num_processes);
-        resume_read(tr, mc, shard_size, kFloatXIsBF16 && c.master_weights != 0);
+        resume_read(tr, mc, shard_size);
     }
 
     // GPU (after everything that can be checked without one)
@@ -656,7 +615,7 @@ static void setup(Trainer& tr) {
     gpt2_allocate_activations(&tr.model, c.B, c.T);
 
     if (c.resume) {
-        tr.start_step = resume_upload(tr, mc, kFloatXIsBF16 && c.master_weights != 0);
+        tr.start_step = resume_upload(tr, mc);
         tr.resumed = tr.start_step > 0;  // checkpoints exist only of steps >= 1
     }
     logger_init(&tr.logger, c.output_dir.empty() ? nullptr : c.output_dir.c_str(), c.process_rank, tr.start_step);
@@ -742,9 +701,20 @@ int main(int argc, char** argv) {
     signal(SIGINT, on_stop_signal);
     signal(SIGTERM, on_stop_signal);
     Watchdog* wd = &tr.watchdog;
+    TrainStep step_cfg;  // the optimizer step (llmc/train_step.cuh)
+    step_cfg.B = c.B;
+    step_cfg.T = c.T;
+    step_cfg.grad_accum = tr.grad_accum;
+    step_cfg.weight_decay = c.weight_decay;
+    step_cfg.skip_loss_z = c.skip_loss_z;
+    step_cfg.skip_norm_z = c.skip_norm_z;
+    step_cfg.loss_outlier = &tr.loss_outlier;
+    step_cfg.norm_outlier = &tr.norm_outlier;
+    step_cfg.stop_flag = &g_stop_signal;
+    step_cfg.watchdog = wd;
     // test hook (scripts/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
     const char* hang_env = getenv("LLMC_TEST_HANG_AT_STEP");
-    const int hang_step = hang_env != nullptr ? atoi(hang_env) : 0;
+    step_cfg.hang_at_step = hang_env != nullptr ? atoi(hang_env) : 0;
 
     const double flops_per_token = gpt2_flops_per_token((double)model.num_parameters, model.config.num_layers,
                                                         model.config.channels, c.T);
@@ -791,44 +761,15 @@ int main(int argc, char** argv) {
         // ---- one optimizer step ----
         phase_timer_end_step(model.timer, model.stream, false);  // drop what val/eval/sampling recorded
         cudaCheck(cudaEventRecord(start_ev, model.stream));
-        watchdog_enter(wd, step + 1, "forward, backward and the gradient reduction (ncclAllReduce / ncclReduceScatter)");
-        gpt2_zero_grad(&model);
-        dataloader_begin_step(&tr.train_loader, c.overfit_single_batch != 0);  // -a 1: windows 0..accum-1 again
-        for (int micro = 0; micro < tr.grad_accum; micro++) {
-            dataloader_next_batch(&tr.train_loader);
-            gpt2_forward(&model, tr.train_loader.inputs, tr.train_loader.targets, c.B, c.T, true, tr.grad_accum);
-            gpt2_backward(&model, c.B, c.T, micro == tr.grad_accum - 1);
-        }
-        gpt2_reduce_gradients(&model);
-        const float local_loss = (float)(gpt2_losses_sum(&model, c.B, c.T) / ((double)c.B * c.T * tr.grad_accum));
-        float vote[STEP_VOTE_SLOTS];
-        step_vote_pack({local_loss, g_stop_signal != 0, step + 1 == tr.train_num_batches}, vote);
-        if (step + 1 == hang_step) multi_gpu_test_hang_collectives(&tr.mp, model.stream);
-        watchdog_enter(wd, step + 1, "the loss / stop vote (ncclAllReduce)");
-        multi_gpu_cpu_float_sums(vote, STEP_VOTE_SLOTS, &tr.mp);
-        const StepDecision decision = step_vote_decide(vote, tr.mp.num_processes);
-        if (decision.last_disagree) {
-            fatal("step %d: %d of %d ranks end training after this step, the others do not (-x, or the data's "
-                  "windows per rank, differ between ranks)", step + 1, decision.last_votes, tr.mp.num_processes);
-        }
-        stop_requests = decision.stop_requests;
-        const float loss = decision.loss;
-        watchdog_enter(wd, step + 1, "the gradient norm (ZeRO-1: ncclAllReduce)");
-        const float norm = gpt2_grad_norm(&model);
-        if (!std::isfinite(loss) || !std::isfinite(norm)) {
-            fatal("step %d: the loss (%f) or gradient norm (%f) is not finite; stopping instead of training on "
-                  "garbage. Lower -l, add warmup (-u), or resume from the last checkpoint.", step + 1, loss, norm);
-        }
-        const double zloss = outlier_detector_update(&tr.loss_outlier, loss);
-        const double znorm = outlier_detector_update(&tr.norm_outlier, norm);
         const float lr = get_learning_rate(&tr.scheduler, step);
-        const bool skip = (c.skip_loss_z > 0.0f && zloss > c.skip_loss_z) || (c.skip_norm_z > 0.0f && znorm > c.skip_norm_z);
-        if (skip) {
-            if (is_rank0(tr)) printf("skipping update: loss z %.2f, grad norm z %.2f\n", zloss, znorm);
-        } else {
-            const float grad_scale = norm > 1.0f ? 1.0f / norm : 1.0f;
-            gpt2_update(&model, lr, c.weight_decay, grad_scale, step + 1);
-        }
+        const TrainStepResult res = train_step(&model, step_cfg, step, lr, step + 1 == tr.train_num_batches, [&](int micro) {
+            if (micro == 0) dataloader_begin_step(&tr.train_loader, c.overfit_single_batch != 0);  // -a 1: windows 0..accum-1 again
+            dataloader_next_batch(&tr.train_loader);
+            return StepBatch{tr.train_loader.inputs, tr.train_loader.targets};
+        });
+        stop_requests = res.stop_requests;
+        const float loss = res.loss, norm = res.norm;
+        const double zloss = res.loss_z, znorm = res.norm_z;
         watchdog_enter(wd, step + 1, "the AdamW update (ZeRO-1: ncclAllGather)");
         cudaCheck(cudaEventRecord(end_ev, model.stream));
         cudaCheck(cudaEventSynchronize(end_ev));

@@ -715,6 +715,27 @@ inline void gpt2_optimizer_state_to_host(GPT2* model, std::vector<float>* m, std
     }
 }
 
+// This process's parameters in m/v/master order (its chunks back to back, llmc/zero_shards.h), as fp32:
+// the master block of an FP32 build's state file (written, and checked on reading).
+inline void gpt2_shard_params_to_host(GPT2* model, std::vector<float>* out) {
+    out->assign(model->shard.size, 0.0f);
+    std::vector<floatX> buf;
+    for (const ZeroChunk& c : model->shard.chunks) {
+        buf.resize(c.size);
+        cudaCheck(cudaMemcpy(buf.data(), model->params_memory + c.offset, c.size * sizeof(floatX),
+                             cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < c.size; i++) (*out)[c.shard_offset + i] = (float)buf[i];
+    }
+}
+
+// Index in the full parameter vector of element i of this process's shard.
+inline size_t gpt2_shard_param_index(const GPT2* model, size_t i) {
+    for (const ZeroChunk& c : model->shard.chunks) {
+        if (i >= c.shard_offset && i < c.shard_offset + c.size) return c.offset + (i - c.shard_offset);
+    }
+    return i;
+}
+
 inline void gpt2_optimizer_state_from_host(GPT2* model, const float* m, const float* v, const float* master) {
     const size_t n = model->shard.size;
     cudaCheck(cudaMemcpy(model->m_memory, m, n * sizeof(float), cudaMemcpyHostToDevice));

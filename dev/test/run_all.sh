@@ -137,6 +137,18 @@ expect_fail trainer-bad-tokenizer "'gpt2_tokenizer.bin' is not a tokenizer file"
 expect_fail trainer-resume-removes-tmp "removed '.*state_00000020_00000.bin.tmp', left by an interrupted checkpoint" \
     "${tr_ok[@]}" -y 1 -o "$bad/leftover"
 run trainer-resume-tmp-gone bash -c "[ -z \"\$(ls '$bad/leftover')\" ]"
+# the master-weight block of a state file (llmc/checkpoint.h): a BF16 run with -w 0 refuses one; an FP32
+# run, whose parameters are the fp32 weights (llm.c's FP32 build writes the block), reads one with any -w
+# (this one only up to the body it lacks)
+mb="$bad/master-block"; rm -rf "$mb" && cp -r "$bad/resume" "$mb"
+python3 -c 'import sys; sys.path.insert(0, "dev/test"); import make_bad_inputs as m
+open(sys.argv[1], "wb").write(m.header(20240527, 1, 1, 0, 1))' "$mb/state_00000010_00000.bin"
+expect_fail trainer-master-block-bf16-w0 "state_00000010_00000.bin' holds fp32 master weights but this run keeps none (-w 0)" \
+    "${tr_ok[@]}" -y 1 -o "$mb" -w 0
+make train_gpt2cu PRECISION=FP32 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/null 2>&1 && cp train_gpt2cu "$bad/train_gpt2cu_fp32"
+make train_gpt2cu PRECISION=BF16 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/null 2>&1
+expect_fail trainer-master-block-fp32-w0 "state_00000010_00000.bin' is truncated: 1024 bytes" \
+    "$bad/train_gpt2cu_fp32" "${tr_ok[@]:1}" -y 1 -o "$mb" -w 0
 # the README's main job: prepares Tiny Shakespeare, then stops with a clear message (no GPU here)
 expect_fail quickstart-without-gpu "no NVIDIA GPU found" bash scripts/quickstart.sh
 run quickstart-prepared-data test -s dev/data/tinyshakespeare/tiny_shakespeare_train.bin -a -s gpt2_tokenizer.bin

@@ -1,0 +1,208 @@
+// Tests for llmc/checkpoint.h: which fp32 blocks a state file's body holds, in which order and of
+// which size, per precision (BF16 / FP32 build), -w and optimizer shard (ZeRO-1); which files a run
+// refuses; and checkpoint_read of a whole checkpoint (model header + state file), including a state
+// file as llm.c's FP32 build writes it (slot 4 = 1, master block, no checksum).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "llmc/checkpoint.h"
+#include "test_util.h"
+
+namespace {
+
+using Blocks = std::vector<StateBlock>;
+const Blocks kMV = {StateBlock::adamw_m, StateBlock::adamw_v};
+const Blocks kMVMaster = {StateBlock::adamw_m, StateBlock::adamw_v, StateBlock::master};
+
+// Optimizer shard sizes: a whole small model, and ZeRO-1 shards of GPT-2 124M over 3 and 8 processes
+// (padded to a multiple of P: ceil(N / P)).
+constexpr size_t kN124M = 124475904;
+const size_t kShards[] = {5, kN124M, (kN124M + 2) / 3, kN124M / 8};
+
+TEST(StateBody, WriteBlocksPerPrecisionAndMasterWeights) {
+    for (size_t shard : kShards) {
+        SCOPED_TRACE(shard);
+        // BF16: the master copy once it exists (-w 1 after the first update), else none
+        StateBody b = state_body_to_write(true, true, true, shard);
+        EXPECT_EQ(b.blocks, kMVMaster);
+        EXPECT_TRUE(b.has_master());
+        EXPECT_EQ(b.elements, shard);
+        EXPECT_EQ(b.bytes(), 3 * shard * sizeof(float));
+        EXPECT_EQ(state_body_to_write(true, true, false, shard).blocks, kMV);
+        EXPECT_EQ(state_body_to_write(true, false, false, shard).blocks, kMV);
+        // FP32: the parameters are the master block with -w 1 (as llm.c's FP32 build), none with -w 0
+        b = state_body_to_write(false, true, false, shard);
+        EXPECT_EQ(b.blocks, kMVMaster);
+        EXPECT_EQ(b.bytes(), 3 * shard * sizeof(float));
+        EXPECT_EQ(state_body_to_write(false, true, true, shard).blocks, kMVMaster);
+        b = state_body_to_write(false, false, false, shard);
+        EXPECT_EQ(b.blocks, kMV);
+        EXPECT_FALSE(b.has_master());
+        EXPECT_EQ(b.bytes(), 2 * shard * sizeof(float));
+    }
+}
+
+TEST(StateBody, ReadBlocksAndRefusals) {
+    for (size_t shard : kShards) {
+        SCOPED_TRACE(shard);
+        for (bool bf16 : {true, false}) {
+            for (bool w : {true, false}) {
+                const StateBody none = state_body_to_read(bf16, w, false, shard);
+                EXPECT_EQ(none.blocks, kMV);
+                EXPECT_EQ(none.elements, shard);
+                EXPECT_TRUE(none.refused.empty());
+                const StateBody with = state_body_to_read(bf16, w, true, shard);
+                EXPECT_EQ(with.blocks, kMVMaster);
+                EXPECT_EQ(with.bytes(), 3 * shard * sizeof(float));
+                // only a BF16 -w 0 run cannot take a master block (it keeps no copy to load it into)
+                EXPECT_EQ(with.refused.empty(), !(bf16 && !w)) << "bf16 " << bf16 << " -w " << w;
+            }
+        }
+    }
+    EXPECT_NE(state_body_to_read(true, false, true, 5).refused.find("-w 1"), std::string::npos);
+}
+
+TEST(StateBody, BuffersInFileOrder) {
+    float m[4], v[4], master[4];
+    std::vector<HostBuffer> b = state_body_buffers(state_body_to_write(false, true, false, 4), m, v, master);
+    ASSERT_EQ(b.size(), 3u);
+    EXPECT_EQ(b[0].ptr, m);
+    EXPECT_EQ(b[1].ptr, v);
+    EXPECT_EQ(b[2].ptr, master);
+    for (const HostBuffer& h : b) EXPECT_EQ(h.bytes, 16u);
+    b = state_body_buffers(state_body_to_write(false, false, false, 4), m, v, nullptr);
+    ASSERT_EQ(b.size(), 2u);
+    EXPECT_EQ(b[1].ptr, v);
+}
+
+// A checkpoint of step 7 in dir: the model file of `cfg` (fp32, v3) and this process's state file with
+// the body `body` of m = i, v = 2i, master = the parameter values of the shard.
+struct Fixture {
+    TempDir dir{"test_checkpoint"};
+    GPT2Config cfg{};
+    std::vector<float> params, m, v, master;
+    static constexpr int kStep = 7;
+
+    Fixture() {
+        EXPECT_TRUE(gpt2_config_from_descriptor("custom:L1,C64,NH1", &cfg));
+        params.resize(gpt2_num_parameters(cfg));
+        for (size_t i = 0; i < params.size(); i++) params[i] = 0.001f * (float)(i % 1000) - 0.5f;
+        model_file_write(ckpt_model_path(dir.path, kStep).c_str(), cfg, params.data(), DType::FP32,
+                         MODEL_FILE_VERSION_FP32);
+    }
+    void write_state(const StateBody& body, int num_processes = 1, int rank = 0) {
+        const size_t n = body.elements;
+        m.resize(n);
+        v.resize(n);
+        master.assign(params.begin(), params.begin() + n);
+        for (size_t i = 0; i < n; i++) {
+            m[i] = (float)i;
+            v[i] = 2.0f * (float)i;
+        }
+        RunState rs;
+        rs.num_processes = num_processes;
+        rs.process_rank = rank;
+        rs.use_master_weights = body.has_master();
+        rs.step = kStep;
+        rs.rng_state = 99;
+        rs.rng_state_last_update = 98;
+        run_state_write(ckpt_state_path(dir.path, kStep, rank), rs,
+                        state_body_buffers(body, m.data(), v.data(), master.data()));
+    }
+};
+
+TEST(CheckpointRead, Fp32MasterBlockRoundTrip) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    f.write_state(state_body_to_write(false, true, false, n));
+    for (bool w : {true, false}) {  // an FP32 run reads the block with either -w
+        CheckpointRead r;
+        checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 1, 0, n, false, w);
+        EXPECT_EQ(r.step, Fixture::kStep);
+        EXPECT_EQ(r.model_path, ckpt_model_path(f.dir.path, Fixture::kStep));
+        EXPECT_EQ(r.state_path, ckpt_state_path(f.dir.path, Fixture::kStep, 0));
+        EXPECT_EQ(r.info.version, MODEL_FILE_VERSION_FP32);
+        EXPECT_TRUE(r.rs.use_master_weights);
+        EXPECT_EQ(r.rs.rng_state, 99u);
+        EXPECT_EQ(r.rs.rng_state_last_update, 98u);
+        EXPECT_EQ(r.m, f.m);
+        EXPECT_EQ(r.v, f.v);
+        EXPECT_EQ(r.master, f.master);
+    }
+    // a BF16 -w 1 run takes it as its master copy
+    CheckpointRead r;
+    checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 1, 0, n, true, true);
+    EXPECT_EQ(r.master, f.master);
+}
+
+TEST(CheckpointRead, NoMasterBlock) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    f.write_state(state_body_to_write(false, false, false, n));
+    for (bool bf16 : {true, false}) {
+        CheckpointRead r;
+        checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 1, 0, n, bf16, true);
+        EXPECT_FALSE(r.rs.use_master_weights);
+        EXPECT_TRUE(r.master.empty());
+        EXPECT_EQ(r.v, f.v);
+    }
+}
+
+TEST(CheckpointRead, ZeroShardOfOneRank) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    const size_t shard = (n + 3) / 4;
+    f.write_state(state_body_to_write(true, true, true, shard), 4, 2);
+    CheckpointRead r;
+    checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 4, 2, shard, true, true);
+    EXPECT_EQ(r.m.size(), shard);
+    EXPECT_EQ(r.master, f.master);
+    // the same file read for another shard size (another -z or process count) is refused
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 4, 2, shard + 1, true, true),
+                ::testing::ExitedWithCode(1), "holds [0-9]+ bytes of optimizer state but this run needs");
+}
+
+TEST(CheckpointRead, Refusals) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    f.write_state(state_body_to_write(true, true, true, n));
+    CheckpointRead r;
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 1, 0, n, true, false),
+                ::testing::ExitedWithCode(1), "state_00000007_00000.bin' holds fp32 master weights but this run keeps none \\(-w 0\\)");
+    GPT2Config other = f.cfg;
+    other.num_layers = 2;
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, Fixture::kStep, other, "-e d12", 1, 0, n, true, true),
+                ::testing::ExitedWithCode(1), "model_00000007.bin' has a different model configuration than -e d12");
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, 8, f.cfg, "-e test", 1, 0, n, true, true), ::testing::ExitedWithCode(1),
+                "model_00000008.bin");
+}
+
+// llm.c's FP32 build with its default -w 1: header slots 0-5, 10, 20-23, 30-33 only (no checksum),
+// body m, v, master (= the parameters), nothing after it.
+TEST(CheckpointRead, LlmcFp32StateFile) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    std::vector<int32_t> header(FILE_HEADER_INTS, 0);
+    header[0] = RUN_STATE_MAGIC;
+    header[1] = 1;
+    header[2] = 1;
+    header[3] = 0;
+    header[4] = 1;
+    header[10] = Fixture::kStep;
+    header[20] = 1234;
+    std::vector<float> m(n, 0.25f), v(n, 0.5f);
+    std::string bytes((const char*)header.data(), FILE_HEADER_BYTES);
+    for (const std::vector<float>* b : {&m, &v, &f.params}) bytes.append((const char*)b->data(), n * sizeof(float));
+    f.dir.write("state_00000007_00000.bin", bytes);
+    CheckpointRead r;
+    checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 1, 0, n, false, true);
+    EXPECT_TRUE(r.rs.use_master_weights);
+    EXPECT_EQ(r.rs.rng_state, 1234u);
+    EXPECT_EQ(r.m, m);
+    EXPECT_EQ(r.master, f.params);
+}
+
+}  // namespace
