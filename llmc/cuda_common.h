@@ -2,8 +2,9 @@
  * Shared CUDA utilities: the precision switch (floatX), error-check macros, 128-bit packed
  * loads/stores, warp/block reductions and stochastic rounding. Included by every layer header.
  *
- * Precision is chosen in exactly one place: ENABLE_BF16 (default) or ENABLE_FP32 at compile time
- * define floatX. Everything else tests `kFloatXIsBF16` with `if constexpr`.
+ * Precision is chosen in exactly one place: ENABLE_FP32 at compile time makes floatX float, anything
+ * else (the Makefile passes ENABLE_BF16) __nv_bfloat16. Everything else tests `kFloatXIsBF16` with
+ * `if constexpr`; llmc/cudnn_att.cpp alone refuses ENABLE_FP32 with an #error (it is bf16 only).
  */
 #pragma once
 
@@ -94,12 +95,6 @@ struct alignas(16) Packed128 {
 
     Packed128() = default;
     __device__ explicit Packed128(int4 bits) { memcpy(&payload, &bits, sizeof(bits)); }
-    __device__ static Packed128 constant(ElementType value) {
-        Packed128 result;
-        for (int k = 0; k < size; ++k) result.payload[k] = value;
-        return result;
-    }
-    __device__ static Packed128 zeros() { return constant(ElementType(0.f)); }
     __device__ ElementType& operator[](int index) { return payload[index]; }
     __device__ const ElementType& operator[](int index) const { return payload[index]; }
     __device__ int4 get_bits() const {
@@ -108,7 +103,6 @@ struct alignas(16) Packed128 {
         return bits;
     }
 };
-typedef Packed128<float> f128;
 typedef Packed128<floatX> x128;
 
 template <class T> __device__ Packed128<T> load128(const T* address) {
@@ -123,10 +117,6 @@ template <class T> __device__ void store128(T* target, Packed128<T> value) {
 }
 template <class T> __device__ void store128cs(T* target, Packed128<T> value) {
     __stcs(reinterpret_cast<int4*>(target), value.get_bits());
-}
-// bypass L1: for data another block reads next
-template <class T> __device__ void store128cg(T* target, Packed128<T> value) {
-    __stcg(reinterpret_cast<int4*>(target), value.get_bits());
 }
 
 // ----------------------------------------------------------------------------

@@ -10,12 +10,16 @@
  * Debug state (magic 20240327), written by train_gpt2.py --write_tensors; all little-endian:
  *   header int32[256]: [0] 20240327  [1] version (2 = llm.c, 3 = ours)  [2] B  [3] T
  *                      v3 only: [4] V  [5] Vp  [6] K  [7] lr (fp32 bits)  [8] 1 if bf16 deviations follow
+ *                      [9] 1 if the fp32 loss-noise pair follows; other slots 0
  *   x int32[B*T], y int32[B*T] (y = x shifted by one token), logits fp32[B*T*V] (unpadded V),
  *   loss fp32, grads fp32[num_parameters] (16 tensors in checkpoint order, wte with Vp rows),
  *   v3: expected_losses fp32[K] (loss before update i when training on (x, y) with AdamW(lr, 0.9, 0.95,
  *       1e-8, wd 0) and clipping at norm 1.0, all fp32), then, if [8] == 1, DEBUG_NUM_DEVIATIONS pairs
  *       fp32 (max |bf16 - fp32|, mean |bf16 - fp32|) for: logits, the 16 gradient tensors, the K losses,
- *       where "bf16" is PyTorch with bf16-rounded weights under bf16 autocast.
+ *       where "bf16" is PyTorch with bf16-rounded weights under bf16 autocast; then, if [9] == 1, one
+ *       fp32 pair (max, mean) |losses - losses'| over the K losses, losses' being the same fp32 training
+ *       with SDPA attention or with every weight moved by one ulp, whichever drifts further: how much
+ *       the trajectory amplifies fp32 rounding (DebugState::fp32_loss_noise_*).
  * A version 2 file (llm.c's) has no V/Vp/K slots: V and Vp are taken from the config, K = 0. It carries
  * no reference deviations either, so it is checked with llm.c's fixed tolerances (llmc_test_tolerances).
  */
