@@ -552,6 +552,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     floatX* dl_btc = a.scratch_btc2;
     floatX* dl_bt4c = a.scratch_bt4c;
     PhaseTimer* tm = model->timer;
+    matmul_context().timer = tm;  // matmul_backward's own phases (bias gradients)
     phase_mark(tm, "lm head bwd", s);
     cudaCheck(cudaMemsetAsync(dresidual, 0, btc * sizeof(floatX), s));
 
@@ -575,19 +576,18 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         const bool fused_dgelu = model->opt.gelu_fusion >= 2;
         phase_mark(tm, "matmul fcproj bwd", s);
         matmul_backward(dl_bt4c, v.g.fcprojw, nullptr, scratch, dresidual, v.fch_gelu, v.w.fcprojw,  // fcprojb: LN bwd
-                        fused_dgelu ? v.fch : nullptr, BT, 4 * C, C, s, tm);
+                        fused_dgelu ? v.fch : nullptr, BT, 4 * C, C, s);
         phase_mark(tm, "gelu bwd", s);
         if (!fused_dgelu) gelu_backward(dl_bt4c, v.fch, dl_bt4c, (size_t)BT * 4 * C, s);
         phase_mark(tm, "matmul fc bwd", s);
-        matmul_backward(dl_btc, v.g.fcw, v.g.fcb, scratch, dl_bt4c, v.ln2, v.w.fcw, nullptr, BT, C, 4 * C, s, tm, LD);
+        matmul_backward(dl_btc, v.g.fcw, v.g.fcb, scratch, dl_bt4c, v.ln2, v.w.fcw, nullptr, BT, C, 4 * C, s, LD);
         phase_mark(tm, "layernorm bwd", s);
         layernorm_backward(dresidual, v.g.ln2w, v.g.ln2b, scratch, dl_btc, v.residual2, v.w.ln2w, v.ln2_mean,
                            v.ln2_rstd, BT, C, s, v.g.attprojb);
 
         // attention
         phase_mark(tm, "matmul attproj bwd", s);
-        matmul_backward(dl_btc, v.g.attprojw, nullptr, scratch, dresidual, v.atty, v.w.attprojw, nullptr, BT, C, C, s,
-                        tm);
+        matmul_backward(dl_btc, v.g.attprojw, nullptr, scratch, dresidual, v.atty, v.w.attprojw, nullptr, BT, C, C, s);
         floatX* dqkv = dl_bt4c;  // (B, T, 3C) fits in the 4C scratch
         phase_mark(tm, "attention bwd", s);
         gpt2_attention_backward(dqkv, scratch, dl_btc, v.qkv, v.atty, v.lse, B, T, C, NH, s);
@@ -596,7 +596,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
             layernorm_recompute(v.ln1, v.residual, v.ln1_mean, v.ln1_rstd, v.w.ln1w, v.w.ln1b, BT, C, s, LD);
         }
         phase_mark(tm, "matmul qkv bwd", s);
-        matmul_backward(dl_btc, v.g.qkvw, v.g.qkvb, scratch, dqkv, v.ln1, v.w.qkvw, nullptr, BT, C, 3 * C, s, tm, LD);
+        matmul_backward(dl_btc, v.g.qkvw, v.g.qkvb, scratch, dqkv, v.ln1, v.w.qkvw, nullptr, BT, C, 3 * C, s, LD);
         phase_mark(tm, "layernorm bwd", s);
         floatX* prev_fcprojb = l > 0 ? gpt2_layer_slice(g, model->param_sizes, L, l - 1).fcprojb : nullptr;
         layernorm_backward(dresidual, v.g.ln1w, v.g.ln1b, scratch, dl_btc, v.residual, v.w.ln1w, v.ln1_mean,

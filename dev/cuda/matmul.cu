@@ -215,7 +215,7 @@ static void run_case(const Case& cs) {
         const floatX* x = padded ? inp_pad : inp;
         const int x_ld = padded ? LD : 0;
         auto launch = [&] {
-            matmul_backward(dinp, dweight, dbias, scratch, dout, x, weight, dg, N, C, OC, 0, nullptr, x_ld);
+            matmul_backward(dinp, dweight, dbias, scratch, dout, x, weight, dg, N, C, OC, 0, x_ld);
         };
         restore();
         launch();
