@@ -31,24 +31,14 @@ inline std::vector<float> autotune_time(int count, const std::function<void(int)
         (void)cudaGetLastError();
         flush = nullptr;
     }
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
+    GpuTimer timer;
     std::vector<float> best(count, 1e30f);
     for (int round = 0; round < 4; round++) {
         for (int c = 0; c < count; c++) {
             if (flush) cudaCheck(cudaMemsetAsync(flush, round, flush_bytes, stream));
-            cudaCheck(cudaEventRecord(start, stream));
-            launch(c);
-            cudaCheck(cudaEventRecord(stop, stream));
-            cudaCheck(cudaEventSynchronize(stop));
-            float ms = 0;
-            cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-            best[c] = std::min(best[c], ms);
+            best[c] = std::min(best[c], timer.ms([&] { launch(c); }, stream));
         }
     }
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
     if (flush) cudaCheck(cudaFree(flush));
     return best;
 }

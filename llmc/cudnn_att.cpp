@@ -176,20 +176,30 @@ std::shared_ptr<fe::graph::Tensor_attributes> add_input(fe::graph::Graph& graph,
     return graph.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
 }
 
+struct QKVInputs {
+    std::shared_ptr<fe::graph::Tensor_attributes> Q, K, V;
+};
+
+QKVInputs add_qkv_inputs(fe::graph::Graph& graph, const AttentionLayout& L) {
+    return {add_input(graph, "Q", kUidQ, L.dims, L.qkv_strides), add_input(graph, "K", kUidK, L.dims, L.qkv_strides),
+            add_input(graph, "V", kUidV, L.dims, L.qkv_strides)};
+}
+
+// Both passes: causal (key j <= query i) and scores scaled by 1/sqrt(HS).
+template <class SdpaAttributes>
+SdpaAttributes& causal_scaled(SdpaAttributes& options, int HS) {
+    return options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+        .set_diagonal_band_right_bound(0)
+        .set_attn_scale(1.0f / sqrtf((float)HS));
+}
+
 TunedGraph build_forward_graph(const AttentionShape& s, bool is_training) {
     const AttentionLayout L(s.B, s.T, s.NH, s.HS);
     GraphPtr graph = new_graph();
     try {
-        auto Q = add_input(*graph, "Q", kUidQ, L.dims, L.qkv_strides);
-        auto K = add_input(*graph, "K", kUidK, L.dims, L.qkv_strides);
-        auto V = add_input(*graph, "V", kUidV, L.dims, L.qkv_strides);
-        auto options = fe::graph::SDPA_attributes()
-                           .set_name("attention_forward")
-                           .set_generate_stats(is_training)
-                           .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)  // causal: key j <= query i
-                           .set_diagonal_band_right_bound(0)
-                           .set_attn_scale(1.0f / sqrtf((float)s.HS));
-        auto [O, stats] = graph->sdpa(Q, K, V, options);
+        const QKVInputs in = add_qkv_inputs(*graph, L);
+        auto options = fe::graph::SDPA_attributes().set_name("attention_forward").set_generate_stats(is_training);
+        auto [O, stats] = graph->sdpa(in.Q, in.K, in.V, causal_scaled(options, s.HS));
         O->set_output(true).set_uid(kUidO).set_dim(L.dims).set_stride(L.o_strides);
         if (is_training) {
             stats->set_output(true).set_uid(kUidStats).set_data_type(fe::DataType_t::FLOAT)
@@ -205,22 +215,17 @@ TunedGraph build_backward_graph(const AttentionShape& s) {
     const AttentionLayout L(s.B, s.T, s.NH, s.HS);
     GraphPtr graph = new_graph();
     try {
-        auto Q = add_input(*graph, "Q", kUidQ, L.dims, L.qkv_strides);
-        auto K = add_input(*graph, "K", kUidK, L.dims, L.qkv_strides);
-        auto V = add_input(*graph, "V", kUidV, L.dims, L.qkv_strides);
+        const QKVInputs in = add_qkv_inputs(*graph, L);
         auto O = add_input(*graph, "O", kUidO, L.dims, L.o_strides);
         auto dO = add_input(*graph, "dO", kUidDO, L.dims, L.o_strides);
         auto stats = add_input(*graph, "stats", kUidStats, L.stats_dims, L.stats_strides);
         stats->set_data_type(fe::DataType_t::FLOAT);
         auto options = fe::graph::SDPA_backward_attributes()
                            .set_name("attention_backward")
-                           .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
-                           .set_diagonal_band_right_bound(0)
-                           .set_attn_scale(1.0f / sqrtf((float)s.HS))
                            // fixed-order dQ accumulation: bitwise reproducible runs. On Hopper this
                            // takes a dP workspace of about B*NH*T*T*2 bytes.
                            .set_deterministic_algorithm(true);
-        auto [dQ, dK, dV] = graph->sdpa_backward(Q, K, V, O, dO, stats, options);
+        auto [dQ, dK, dV] = graph->sdpa_backward(in.Q, in.K, in.V, O, dO, stats, causal_scaled(options, s.HS));
         // gradients written straight into the (B, T, 3, NH, HS) layout of the QKV output
         dQ->set_output(true).set_uid(kUidDQ).set_dim(L.dims).set_stride(L.qkv_strides);
         dK->set_output(true).set_uid(kUidDK).set_dim(L.dims).set_stride(L.qkv_strides);

@@ -385,19 +385,27 @@ inline const char* file_kind_of_magic(int magic) {
     }
 }
 
-inline ModelFileInfo model_file_read_header(const char* path) {
+// Opens `path` (a `kind`: "model file", "debug state") and reads its 256 x int32 header into h; the
+// file must hold at least the header and h[0] must be `magic`. Returns the file, positioned after the
+// header; *size gets its length in bytes.
+inline FILE* model_file_open_header(const char* path, const char* kind, int magic, int32_t h[FILE_HEADER_INTS],
+                                    long* size) {
     FILE* fp = fopen_check(path, "rb");
-    long size = file_size_of(fp, path);
-    if (size < static_cast<long>(FILE_HEADER_BYTES)) {
-        fatal("'%s' is not a model file: %ld bytes, shorter than the %zu-byte header", path, size, FILE_HEADER_BYTES);
+    *size = file_size_of(fp, path);
+    if (*size < static_cast<long>(FILE_HEADER_BYTES)) {
+        fatal("'%s' is not a %s: %ld bytes, shorter than the %zu-byte header", path, kind, *size, FILE_HEADER_BYTES);
     }
-    int32_t h[FILE_HEADER_INTS];
     fread_check(h, sizeof(int32_t), FILE_HEADER_INTS, fp, path);
-    fclose_check(fp, path);
-    if (h[0] != MODEL_FILE_MAGIC) {
-        fatal("'%s' is not a model file: magic %d (%s), expected %d", path, h[0], file_kind_of_magic(h[0]),
-              MODEL_FILE_MAGIC);
+    if (h[0] != magic) {
+        fatal("'%s' is not a %s: magic %d (%s), expected %d", path, kind, h[0], file_kind_of_magic(h[0]), magic);
     }
+    return fp;
+}
+
+inline ModelFileInfo model_file_read_header(const char* path) {
+    int32_t h[FILE_HEADER_INTS];
+    long size = 0;
+    fclose_check(model_file_open_header(path, "model file", MODEL_FILE_MAGIC, h, &size), path);
     if (h[1] != MODEL_FILE_VERSION_FP32 && h[1] != MODEL_FILE_VERSION_BF16) {
         fatal("'%s': unsupported model file version %d (expected 3 = fp32 or 5 = bf16)", path, h[1]);
     }
@@ -513,17 +521,9 @@ struct DebugState {
 };
 
 inline DebugState debug_state_read(const char* path, const GPT2Config& cfg) {
-    FILE* fp = fopen_check(path, "rb");
-    long size = file_size_of(fp, path);
-    if (size < static_cast<long>(FILE_HEADER_BYTES)) {
-        fatal("'%s' is not a debug state: %ld bytes, shorter than the %zu-byte header", path, size, FILE_HEADER_BYTES);
-    }
     int32_t h[FILE_HEADER_INTS];
-    fread_check(h, sizeof(int32_t), FILE_HEADER_INTS, fp, path);
-    if (h[0] != DEBUG_STATE_MAGIC) {
-        fatal("'%s' is not a debug state: magic %d (%s), expected %d", path, h[0], file_kind_of_magic(h[0]),
-              DEBUG_STATE_MAGIC);
-    }
+    long size = 0;
+    FILE* fp = model_file_open_header(path, "debug state", DEBUG_STATE_MAGIC, h, &size);
     if (h[1] != 2 && h[1] != DEBUG_STATE_VERSION) {
         fatal("'%s': unsupported debug state version %d (expected 2 or 3)", path, h[1]);
     }

@@ -125,9 +125,7 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
     auto reset = [&]() {
         if (g.desc.accumulate) copy_device(d, d_init, nd);
     };
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
+    GpuTimer timer;
     std::vector<std::pair<float, int>> timed;
     int equal = 0, failed = 0;
     for (size_t i = 0; i < configs.size(); i++) {
@@ -141,16 +139,8 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
         equal++;
         reset();
         cudaCheck(cudaMemsetAsync(lab().l2_flush, (int)i & 0xFF, lab().l2_flush_bytes));
-        cudaCheck(cudaEventRecord(start));
-        launch(configs[i]);
-        cudaCheck(cudaEventRecord(stop));
-        cudaCheck(cudaEventSynchronize(stop));
-        float ms = 0;
-        cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-        timed.push_back({ms, (int)i});
+        timed.push_back({timer.ms([&] { launch(configs[i]); }), (int)i});
     }
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
     std::sort(timed.begin(), timed.end());
     float best = t_heuristic;
     std::string best_desc = "(none faster: the heuristic's)";
