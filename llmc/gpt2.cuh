@@ -552,7 +552,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     floatX* dl_btc = a.scratch_btc2;
     floatX* dl_bt4c = a.scratch_bt4c;
     PhaseTimer* tm = model->timer;
-    matmul_context().timer = tm;  // matmul_backward's own phases (bias gradients)
+    matmul_context().timer = tm;  // matmul_backward's own phases (bias gradients), for this pass only
     phase_mark(tm, "lm head bwd", s);
     cudaCheck(cudaMemsetAsync(dresidual, 0, btc * sizeof(floatX), s));
 
@@ -618,6 +618,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         multi_gpu_async_reduce(rest, counts, 4, model->mp, s);
     }
     phase_mark(tm, "idle (host work, syncs)", s);
+    matmul_context().timer = nullptr;  // the trainer may free its timer after the last step
 }
 
 // Completes the cross-process gradient reduction of an optimizer step (after its last backward):

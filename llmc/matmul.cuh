@@ -121,7 +121,7 @@ struct MatmulContext {
     bool autotune = true;    // see the header comment
     std::map<MatmulDesc, MatmulPlan> plans;
     // -pt 1 (nullptr: off): matmul_backward charges its bias work outside the GEMMs to phases of its
-    // own; gpt2_backward sets it from GPT2::timer
+    // own; gpt2_backward sets it from GPT2::timer for the duration of the pass
     PhaseTimer* timer = nullptr;
 };
 
