@@ -64,10 +64,39 @@ __device__ inline void att_load_row(float (&dst)[ATT_HS], const floatX* src, flo
     }
 }
 
-__global__ void __launch_bounds__(ATT_ROWS) attention_forward_fp32_kernel(floatX* out, float* lse,
-                                                                          const floatX* inp, int T, int NH) {
+// The causal key loop of the fp32 kernels (forward and dQ): K and V of the block's visible keys pass
+// through shared memory in tiles of ATT_TILE rows, and body(k_row, v_row) runs for each key <= t of
+// this thread's query row t, in key order. Threads with t >= T only help load.
+template <class Body>
+__device__ __forceinline__ void att_fp32_for_each_key(const floatX* qkv, int C, int T, int row_stride, int t,
+                                                      Body&& body) {
     __shared__ __align__(16) float ks[ATT_TILE][ATT_HS];
     __shared__ __align__(16) float vs[ATT_TILE][ATT_HS];
+    const int last_key = min(T - 1, (int)(blockIdx.x + 1) * ATT_ROWS - 1);
+    for (int k0 = 0; k0 <= last_key; k0 += ATT_TILE) {
+        __syncthreads();
+        att_load_tile(ks, qkv + C, k0, ATT_TILE, T, row_stride);
+        att_load_tile(vs, qkv + 2 * C, k0, ATT_TILE, T, row_stride);
+        __syncthreads();
+        if (t >= T) continue;
+        const int jn = min(ATT_TILE, t - k0 + 1);  // causal: keys k0 .. t
+        for (int j = 0; j < jn; j++) body(ks[j], vs[j]);
+    }
+}
+
+// dst[0, HS) = acc * scale, rounded to floatX
+__device__ __forceinline__ void att_store_row(floatX* dst, const float (&acc)[ATT_HS], float scale) {
+#pragma unroll
+    for (int d = 0; d < ATT_HS; d += x128::size) {
+        x128 v;
+#pragma unroll
+        for (int k = 0; k < x128::size; k++) v[k] = (floatX)(acc[d + k] * scale);
+        store128(dst + d, v);
+    }
+}
+
+__global__ void __launch_bounds__(ATT_ROWS) attention_forward_fp32_kernel(floatX* out, float* lse,
+                                                                          const floatX* inp, int T, int NH) {
     const int C = NH * ATT_HS, b = blockIdx.z, h = blockIdx.y;
     const int t = blockIdx.x * ATT_ROWS + threadIdx.x;
     const int row_stride = 3 * C;
@@ -80,39 +109,22 @@ __global__ void __launch_bounds__(ATT_ROWS) attention_forward_fp32_kernel(floatX
     for (int d = 0; d < ATT_HS; d++) acc[d] = 0.f;
     float m = -INFINITY, l = 0.f;
 
-    const int last_key = min(T - 1, (int)(blockIdx.x + 1) * ATT_ROWS - 1);
-    for (int k0 = 0; k0 <= last_key; k0 += ATT_TILE) {
-        __syncthreads();
-        att_load_tile(ks, qkv + C, k0, ATT_TILE, T, row_stride);
-        att_load_tile(vs, qkv + 2 * C, k0, ATT_TILE, T, row_stride);
-        __syncthreads();
-        if (t >= T) continue;
-        const int jn = min(ATT_TILE, t - k0 + 1);  // causal: keys k0 .. t
-        for (int j = 0; j < jn; j++) {
-            const float s = att_dot(ks[j], q);
-            if (s > m) {  // new running max: rescale what was accumulated
-                const float corr = expf(m - s);
-                l *= corr;
+    att_fp32_for_each_key(qkv, C, T, row_stride, t, [&](const float (&k)[ATT_HS], const float (&v)[ATT_HS]) {
+        const float s = att_dot(k, q);
+        if (s > m) {  // new running max: rescale what was accumulated
+            const float corr = expf(m - s);
+            l *= corr;
 #pragma unroll
-                for (int d = 0; d < ATT_HS; d++) acc[d] *= corr;
-                m = s;
-            }
-            const float p = expf(s - m);
-            l += p;
-#pragma unroll
-            for (int d = 0; d < ATT_HS; d++) acc[d] += p * vs[j][d];
+            for (int d = 0; d < ATT_HS; d++) acc[d] *= corr;
+            m = s;
         }
-    }
+        const float p = expf(s - m);
+        l += p;
+#pragma unroll
+        for (int d = 0; d < ATT_HS; d++) acc[d] += p * v[d];
+    });
     if (t >= T) return;
-    const float inv_l = 1.0f / l;
-    floatX* o = out + ((size_t)b * T + t) * C + h * ATT_HS;
-#pragma unroll
-    for (int d = 0; d < ATT_HS; d += x128::size) {
-        x128 v;
-#pragma unroll
-        for (int k = 0; k < x128::size; k++) v[k] = (floatX)(acc[d + k] * inv_l);
-        store128(o + d, v);
-    }
+    att_store_row(out + ((size_t)b * T + t) * C + h * ATT_HS, acc, 1.0f / l);
     lse[((size_t)b * NH + h) * T + t] = m + logf(l);
 }
 
@@ -134,8 +146,6 @@ __global__ void attention_backward_d_kernel(float* dvec, const floatX* dout, con
 __global__ void __launch_bounds__(ATT_ROWS) attention_backward_dq_fp32_kernel(floatX* dinp, const floatX* dout,
                                                                               const floatX* inp, const float* lse,
                                                                               const float* dvec, int T, int NH) {
-    __shared__ __align__(16) float ks[ATT_TILE][ATT_HS];
-    __shared__ __align__(16) float vs[ATT_TILE][ATT_HS];
     const int C = NH * ATT_HS, b = blockIdx.z, h = blockIdx.y;
     const int t = blockIdx.x * ATT_ROWS + threadIdx.x;
     const int row_stride = 3 * C;
@@ -153,30 +163,14 @@ __global__ void __launch_bounds__(ATT_ROWS) attention_backward_dq_fp32_kernel(fl
 #pragma unroll
     for (int d = 0; d < ATT_HS; d++) dq[d] = 0.f;
 
-    const int last_key = min(T - 1, (int)(blockIdx.x + 1) * ATT_ROWS - 1);
-    for (int k0 = 0; k0 <= last_key; k0 += ATT_TILE) {
-        __syncthreads();
-        att_load_tile(ks, qkv + C, k0, ATT_TILE, T, row_stride);
-        att_load_tile(vs, qkv + 2 * C, k0, ATT_TILE, T, row_stride);
-        __syncthreads();
-        if (t >= T) continue;
-        const int jn = min(ATT_TILE, t - k0 + 1);
-        for (int j = 0; j < jn; j++) {
-            const float p = expf(att_dot(ks[j], q) - row_lse);
-            const float ds = p * (att_dot(vs[j], go) - row_d);
+    att_fp32_for_each_key(qkv, C, T, row_stride, t, [&](const float (&k)[ATT_HS], const float (&v)[ATT_HS]) {
+        const float p = expf(att_dot(k, q) - row_lse);
+        const float ds = p * (att_dot(v, go) - row_d);
 #pragma unroll
-            for (int d = 0; d < ATT_HS; d++) dq[d] += ds * ks[j][d];
-        }
-    }
+        for (int d = 0; d < ATT_HS; d++) dq[d] += ds * k[d];
+    });
     if (t >= T) return;
-    floatX* dst = dinp + ((size_t)b * T + t) * row_stride + h * ATT_HS;
-#pragma unroll
-    for (int d = 0; d < ATT_HS; d += x128::size) {
-        x128 v;
-#pragma unroll
-        for (int k = 0; k < x128::size; k++) v[k] = (floatX)(dq[d + k] * scale);
-        store128(dst + d, v);
-    }
+    att_store_row(dinp + ((size_t)b * T + t) * row_stride + h * ATT_HS, dq, scale);
 }
 
 // For key row j: dv_j = sum_{i>=j} p_ij do_i and dk_j = scale * sum_{i>=j} p_ij (dp_ij - D_i) q_i.
@@ -232,15 +226,8 @@ __global__ void __launch_bounds__(ATT_ROWS) attention_backward_dkv_fp32_kernel(f
         }
     }
     if (j >= T) return;
-    floatX* dst = dinp + ((size_t)b * T + j) * row_stride + (WantDK ? C : 2 * C) + h * ATT_HS;
-    const float out_scale = WantDK ? scale : 1.0f;
-#pragma unroll
-    for (int d = 0; d < ATT_HS; d += x128::size) {
-        x128 o;
-#pragma unroll
-        for (int kk = 0; kk < x128::size; kk++) o[kk] = (floatX)(acc[d + kk] * out_scale);
-        store128(dst + d, o);
-    }
+    att_store_row(dinp + ((size_t)b * T + j) * row_stride + (WantDK ? C : 2 * C) + h * ATT_HS, acc,
+                  WantDK ? scale : 1.0f);
 }
 
 // ----------------------------------------------------------------------------

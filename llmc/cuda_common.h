@@ -2,8 +2,9 @@
  * Shared CUDA utilities: the precision switch (floatX), error-check macros, 128-bit packed
  * loads/stores, warp/block reductions and stochastic rounding. Included by every layer header.
  *
- * Precision is chosen in exactly one place: ENABLE_BF16 (default) or ENABLE_FP32 at compile time
- * define floatX. Everything else tests `kFloatXIsBF16` with `if constexpr`.
+ * Precision is chosen in exactly one place: ENABLE_FP32 at compile time makes floatX float, anything
+ * else (the Makefile passes ENABLE_BF16) __nv_bfloat16. Everything else tests `kFloatXIsBF16` with
+ * `if constexpr`; llmc/cudnn_att.cpp alone refuses ENABLE_FP32 with an #error (it is bf16 only).
  */
 #pragma once
 
@@ -11,9 +12,11 @@
 #include <cuda_runtime.h>
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <type_traits>
+#include <vector>
 
 #include "llmc/rand.h"
 #include "llmc/utils.h"
@@ -84,6 +87,46 @@ inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
 
 __host__ __device__ inline int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 
+// GPU time of what a launch queues on one stream, between two CUDA events: the one timing helper of
+// the autotunes (llmc/autotune.h) and the kernel labs (dev/cuda).
+class GpuTimer {
+  public:
+    GpuTimer() {
+        cudaCheck(cudaEventCreate(&start_));
+        cudaCheck(cudaEventCreate(&stop_));
+    }
+    ~GpuTimer() {
+        cudaCheck(cudaEventDestroy(start_));
+        cudaCheck(cudaEventDestroy(stop_));
+    }
+    GpuTimer(const GpuTimer&) = delete;
+    GpuTimer& operator=(const GpuTimer&) = delete;
+
+    // Milliseconds of launch() (waits for it).
+    template <class F>
+    float ms(F&& launch, cudaStream_t stream = 0) {
+        cudaCheck(cudaEventRecord(start_, stream));
+        launch();
+        cudaCheck(cudaEventRecord(stop_, stream));
+        cudaCheck(cudaEventSynchronize(stop_));
+        float ms = 0.0f;
+        cudaCheck(cudaEventElapsedTime(&ms, start_, stop_));
+        return ms;
+    }
+    // Median of `reps` back-to-back runs after `warmup` untimed ones (operands stay in L2).
+    template <class F>
+    float median_ms(F&& launch, int warmup = 3, int reps = 20, cudaStream_t stream = 0) {
+        for (int r = 0; r < warmup; r++) launch();
+        std::vector<float> times(reps);
+        for (int r = 0; r < reps; r++) times[r] = ms(launch, stream);
+        std::sort(times.begin(), times.end());
+        return times[reps / 2];
+    }
+
+  private:
+    cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
 // ----------------------------------------------------------------------------
 // 128-bit packed vectors: the unit of every memory-bound kernel.
 
@@ -94,12 +137,6 @@ struct alignas(16) Packed128 {
 
     Packed128() = default;
     __device__ explicit Packed128(int4 bits) { memcpy(&payload, &bits, sizeof(bits)); }
-    __device__ static Packed128 constant(ElementType value) {
-        Packed128 result;
-        for (int k = 0; k < size; ++k) result.payload[k] = value;
-        return result;
-    }
-    __device__ static Packed128 zeros() { return constant(ElementType(0.f)); }
     __device__ ElementType& operator[](int index) { return payload[index]; }
     __device__ const ElementType& operator[](int index) const { return payload[index]; }
     __device__ int4 get_bits() const {
@@ -108,7 +145,6 @@ struct alignas(16) Packed128 {
         return bits;
     }
 };
-typedef Packed128<float> f128;
 typedef Packed128<floatX> x128;
 
 template <class T> __device__ Packed128<T> load128(const T* address) {
@@ -123,10 +159,6 @@ template <class T> __device__ void store128(T* target, Packed128<T> value) {
 }
 template <class T> __device__ void store128cs(T* target, Packed128<T> value) {
     __stcs(reinterpret_cast<int4*>(target), value.get_bits());
-}
-// bypass L1: for data another block reads next
-template <class T> __device__ void store128cg(T* target, Packed128<T> value) {
-    __stcg(reinterpret_cast<int4*>(target), value.get_bits());
 }
 
 // ----------------------------------------------------------------------------
@@ -143,33 +175,24 @@ __device__ inline float warp_reduce_max(float val) {
     return val;
 }
 
-// Sum over the whole block (blockDim.x a multiple of 32, <= 1024). Every thread gets the result.
-// Fixed reduction order, so the result is deterministic.
-__device__ inline float block_reduce_sum(float val) {
+// Reduction over the whole block (blockDim.x a multiple of 32, <= 1024) with a warp reduction above;
+// `identity` fills the lanes past the last warp. Every thread gets the result. Fixed reduction order,
+// so the result is deterministic.
+template <float (*WarpReduce)(float)>
+__device__ inline float block_reduce(float val, float identity) {
     __shared__ float shared[WARP_SIZE];
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
     const int num_warps = blockDim.x / WARP_SIZE;
-    val = warp_reduce_sum(val);
+    val = WarpReduce(val);
     __syncthreads();  // protect `shared` from a previous call
     if (lane == 0) shared[warp] = val;
     __syncthreads();
-    val = (lane < num_warps) ? shared[lane] : 0.f;
-    return warp_reduce_sum(val);
+    val = (lane < num_warps) ? shared[lane] : identity;
+    return WarpReduce(val);
 }
-
-__device__ inline float block_reduce_max(float val) {
-    __shared__ float shared[WARP_SIZE];
-    const int lane = threadIdx.x % WARP_SIZE;
-    const int warp = threadIdx.x / WARP_SIZE;
-    const int num_warps = blockDim.x / WARP_SIZE;
-    val = warp_reduce_max(val);
-    __syncthreads();
-    if (lane == 0) shared[warp] = val;
-    __syncthreads();
-    val = (lane < num_warps) ? shared[lane] : -INFINITY;
-    return warp_reduce_max(val);
-}
+__device__ inline float block_reduce_sum(float val) { return block_reduce<warp_reduce_sum>(val, 0.f); }
+__device__ inline float block_reduce_max(float val) { return block_reduce<warp_reduce_max>(val, -INFINITY); }
 
 // ----------------------------------------------------------------------------
 // Stochastic rounding fp32 -> bf16.

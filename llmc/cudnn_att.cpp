@@ -5,7 +5,10 @@
 #error "llmc/cudnn_att.cpp: cuDNN fused attention is BF16 only; build with PRECISION=BF16, or USE_CUDNN=0 for FP32"
 #endif
 
-// nvcc compiles a .cu twice, for the device and for the host. Nothing here runs on the device, so the
+// The plan autotune's hash kernel (llmc/autotune.h) is the only device code here.
+#include "llmc/autotune.h"
+
+// nvcc compiles a .cu twice, for the device and for the host. Nothing below runs on the device, so the
 // device pass skips the frontend headers entirely (saves about a third of the compile time).
 #if !defined(__CUDA_ARCH__)
 
@@ -26,7 +29,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "llmc/autotune.h"
 #include "llmc/cudnn_att.h"
 
 #define cudnnCheck(stmt) do { cudnnStatus_t s_ = (stmt); \
@@ -115,58 +117,37 @@ TunedGraph finalize_graph(GraphPtr graph, const AttentionShape& s) {
     return tg;
 }
 
-void copy_to_host(std::vector<char>& host, const void* d, size_t bytes, cudaStream_t stream) {
-    host.resize(bytes);
-    cudaCheck(cudaMemcpyAsync(host.data(), d, bytes, cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
-}
-
-// Picks tg.plan on the call's own data, as llmc/matmul.cuh does for cuBLASLt: each other plan that
-// builds, needs no more workspace than the default and runs without error is executed once, its
-// outputs ([pointer, bytes] pairs) compared bit for bit with the default plan's; the bitwise-equal
-// ones are timed and the fastest is kept when it beats the default by AUTOTUNE_MIN_GAIN (both in
-// llmc/autotune.h). So the numbers are the default plan's whatever the timing says, and runs stay
-// reproducible across processes. The outputs are poisoned (0xFF bytes, NaN) before each trial, so a
-// plan that leaves any of them unwritten cannot pass as equal; they end as one default run leaves
-// them (no plan reads them).
+// Picks tg.plan on the call's own data with llmc/autotune.h's autotune_choose, as llmc/matmul.cuh
+// does for cuBLASLt: the candidates are the default plan, then each other plan that needs no more
+// workspace than it; one that fails to run is dropped. So the numbers are the default plan's whatever
+// the timing says, and runs stay reproducible across processes. The outputs ([pointer, bytes]) are
+// poisoned (0xFF bytes, NaN) before each trial, so a plan that leaves any of them unwritten cannot pass
+// as equal; no plan reads them.
 void plan_autotune(TunedGraph& tg, std::unordered_map<int64_t, void*>& pointers,
-                   const std::vector<std::pair<void*, size_t>>& outputs, const AttentionShape& s, cudaStream_t stream) {
+                   const std::vector<AutotuneOutput>& outputs, const AttentionShape& s, cudaStream_t stream) {
     tg.tuned = true;
     fe::graph::Graph& g = *tg.graph;
-    const int64_t count = g.get_execution_plan_count();
     int64_t default_ws = 0;
     feCheck(g.get_workspace_size_plan_at_index(tg.default_plan, default_ws), s);
-    auto run = [&](int64_t i) { return g.execute_plan_at_index(cudnn_handle, pointers, cudnn_workspace, i); };
-    auto poison = [&]() {
-        for (const auto& o : outputs) cudaCheck(cudaMemsetAsync(o.first, 0xFF, o.second, stream));
-    };
-    auto snapshot = [&](std::vector<std::vector<char>>& host) {
-        host.resize(outputs.size());
-        for (size_t o = 0; o < outputs.size(); o++) copy_to_host(host[o], outputs[o].first, outputs[o].second, stream);
-    };
-    poison();
-    feCheck(run(tg.default_plan), s);
-    std::vector<std::vector<char>> reference, trial;
-    snapshot(reference);
-    std::vector<int64_t> equal = {tg.default_plan};
-    for (int64_t i = 0; i < count; i++) {
-        if (i == tg.default_plan) continue;
+    std::vector<int64_t> plans = {tg.default_plan};  // candidate i runs plan plans[i]
+    for (int64_t i = 0; i < g.get_execution_plan_count(); i++) {
         int64_t ws = 0;
-        if (g.get_workspace_size_plan_at_index(i, ws).is_bad() || ws > default_ws) continue;
-        poison();
-        if (run(i).is_bad()) continue;  // e.g. a plan that did not build
-        const cudaError_t err = cudaStreamSynchronize(stream);
-        if (err != cudaSuccess) check_failed_("CUDA", cudaGetErrorString(err), "cuDNN plan trial", __FILE__, __LINE__);
-        snapshot(trial);
-        if (trial == reference) equal.push_back(i);
+        if (i == tg.default_plan || g.get_workspace_size_plan_at_index(i, ws).is_bad() || ws > default_ws) continue;
+        plans.push_back(i);
     }
-    tg.equal_plans = (int)equal.size();
-    const std::vector<float> times =
-        autotune_time((int)equal.size(), [&](int e) { feCheck(run(equal[e]), s); }, stream);
-    const int chosen = autotune_pick(times);
-    tg.plan = equal[chosen];
-    tg.default_ms = times[0];
-    tg.chosen_ms = times[chosen];
+    auto poison = [&]() {
+        for (const AutotuneOutput& o : outputs) cudaCheck(cudaMemsetAsync(const_cast<void*>(o.ptr), 0xFF, o.bytes, stream));
+    };
+    auto run = [&](int c) {
+        auto e = g.execute_plan_at_index(cudnn_handle, pointers, cudnn_workspace, plans[c]);
+        if (c == 0) feCheck(e, s);
+        return e.is_good();  // not: e.g. a plan that did not build
+    };
+    const AutotuneChoice choice = autotune_choose((int)plans.size(), outputs, poison, run, stream);
+    tg.equal_plans = (int)choice.equal.size();
+    tg.plan = plans[choice.chosen()];
+    tg.default_ms = choice.ms[0];
+    tg.chosen_ms = choice.ms[choice.pick];
 }
 
 GraphPtr new_graph() {
@@ -195,20 +176,30 @@ std::shared_ptr<fe::graph::Tensor_attributes> add_input(fe::graph::Graph& graph,
     return graph.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
 }
 
+struct QKVInputs {
+    std::shared_ptr<fe::graph::Tensor_attributes> Q, K, V;
+};
+
+QKVInputs add_qkv_inputs(fe::graph::Graph& graph, const AttentionLayout& L) {
+    return {add_input(graph, "Q", kUidQ, L.dims, L.qkv_strides), add_input(graph, "K", kUidK, L.dims, L.qkv_strides),
+            add_input(graph, "V", kUidV, L.dims, L.qkv_strides)};
+}
+
+// Both passes: causal (key j <= query i) and scores scaled by 1/sqrt(HS).
+template <class SdpaAttributes>
+SdpaAttributes& causal_scaled(SdpaAttributes& options, int HS) {
+    return options.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+        .set_diagonal_band_right_bound(0)
+        .set_attn_scale(1.0f / sqrtf((float)HS));
+}
+
 TunedGraph build_forward_graph(const AttentionShape& s, bool is_training) {
     const AttentionLayout L(s.B, s.T, s.NH, s.HS);
     GraphPtr graph = new_graph();
     try {
-        auto Q = add_input(*graph, "Q", kUidQ, L.dims, L.qkv_strides);
-        auto K = add_input(*graph, "K", kUidK, L.dims, L.qkv_strides);
-        auto V = add_input(*graph, "V", kUidV, L.dims, L.qkv_strides);
-        auto options = fe::graph::SDPA_attributes()
-                           .set_name("attention_forward")
-                           .set_generate_stats(is_training)
-                           .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)  // causal: key j <= query i
-                           .set_diagonal_band_right_bound(0)
-                           .set_attn_scale(1.0f / sqrtf((float)s.HS));
-        auto [O, stats] = graph->sdpa(Q, K, V, options);
+        const QKVInputs in = add_qkv_inputs(*graph, L);
+        auto options = fe::graph::SDPA_attributes().set_name("attention_forward").set_generate_stats(is_training);
+        auto [O, stats] = graph->sdpa(in.Q, in.K, in.V, causal_scaled(options, s.HS));
         O->set_output(true).set_uid(kUidO).set_dim(L.dims).set_stride(L.o_strides);
         if (is_training) {
             stats->set_output(true).set_uid(kUidStats).set_data_type(fe::DataType_t::FLOAT)
@@ -224,22 +215,17 @@ TunedGraph build_backward_graph(const AttentionShape& s) {
     const AttentionLayout L(s.B, s.T, s.NH, s.HS);
     GraphPtr graph = new_graph();
     try {
-        auto Q = add_input(*graph, "Q", kUidQ, L.dims, L.qkv_strides);
-        auto K = add_input(*graph, "K", kUidK, L.dims, L.qkv_strides);
-        auto V = add_input(*graph, "V", kUidV, L.dims, L.qkv_strides);
+        const QKVInputs in = add_qkv_inputs(*graph, L);
         auto O = add_input(*graph, "O", kUidO, L.dims, L.o_strides);
         auto dO = add_input(*graph, "dO", kUidDO, L.dims, L.o_strides);
         auto stats = add_input(*graph, "stats", kUidStats, L.stats_dims, L.stats_strides);
         stats->set_data_type(fe::DataType_t::FLOAT);
         auto options = fe::graph::SDPA_backward_attributes()
                            .set_name("attention_backward")
-                           .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
-                           .set_diagonal_band_right_bound(0)
-                           .set_attn_scale(1.0f / sqrtf((float)s.HS))
                            // fixed-order dQ accumulation: bitwise reproducible runs. On Hopper this
                            // takes a dP workspace of about B*NH*T*T*2 bytes.
                            .set_deterministic_algorithm(true);
-        auto [dQ, dK, dV] = graph->sdpa_backward(Q, K, V, O, dO, stats, options);
+        auto [dQ, dK, dV] = graph->sdpa_backward(in.Q, in.K, in.V, O, dO, stats, causal_scaled(options, s.HS));
         // gradients written straight into the (B, T, 3, NH, HS) layout of the QKV output
         dQ->set_output(true).set_uid(kUidDQ).set_dim(L.dims).set_stride(L.qkv_strides);
         dK->set_output(true).set_uid(kUidDK).set_dim(L.dims).set_stride(L.qkv_strides);
@@ -305,7 +291,7 @@ void attention_forward_cudnn(floatX* out, float* stats, const floatX* inp, int B
     cudnnCheck(cudnnSetStream(cudnn_handle, stream));
     TunedGraph& tg = it->second;
     if (!tg.tuned) {
-        std::vector<std::pair<void*, size_t>> outputs = {{out, (size_t)B * T * C * sizeof(floatX)}};
+        std::vector<AutotuneOutput> outputs = {{out, (size_t)B * T * C * sizeof(floatX)}};
         if (is_training) outputs.push_back({stats, (size_t)B * NH * T * sizeof(float)});
         plan_autotune(tg, pointers, outputs, s, stream);
     }

@@ -38,16 +38,16 @@ inline int classifier_cached_vectors(int Vp) {
 // max of the 8 (bf16) or 4 (fp32) values. bf16: pairwise on packed bf16x2 (4 instructions per vector
 // instead of 8 conversions and 7 float maxes; the max of bf16 values is exact in either).
 __device__ inline float vector_max(const x128& v) {
-#if defined(ENABLE_BF16)
-    const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
-    const __nv_bfloat162 m = __hmax2(__hmax2(p[0], p[1]), __hmax2(p[2], p[3]));
-    return fmaxf(__low2float(m), __high2float(m));
-#else
-    float m = (float)v[0];
+    if constexpr (kFloatXIsBF16) {
+        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
+        const __nv_bfloat162 m = __hmax2(__hmax2(p[0], p[1]), __hmax2(p[2], p[3]));
+        return fmaxf(__low2float(m), __high2float(m));
+    } else {
+        float m = (float)v[0];
 #pragma unroll
-    for (int k = 1; k < x128::size; k++) m = fmaxf(m, (float)v[k]);
-    return m;
-#endif
+        for (int k = 1; k < x128::size; k++) m = fmaxf(m, (float)v[k]);
+        return m;
+    }
 }
 
 // The sum pass works with e' = 2^15 * exp(x - max) = exp2(x * log2(e) - (max * log2(e) - 15)): one FMA

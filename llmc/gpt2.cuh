@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 #include "llmc/adamw.cuh"
@@ -67,10 +68,14 @@ struct ParameterTensors {
     floatX* lnfb;      // (C)
 };
 static_assert(sizeof(ParameterTensors) == NUM_PARAMETER_TENSORS * sizeof(floatX*), "16 tensor pointers");
+static_assert(offsetof(ParameterTensors, ln1w) == PARAM_LN1W * sizeof(floatX*) &&
+                  offsetof(ParameterTensors, fcprojb) == PARAM_FCPROJB * sizeof(floatX*) &&
+                  offsetof(ParameterTensors, lnfb) == PARAM_LNFB * sizeof(floatX*),
+              "fields in ParamTensor order");
 
+// Tensor i (a ParamTensor) of the struct.
 inline floatX** tensor_slots(ParameterTensors* p) { return reinterpret_cast<floatX**>(p); }
-
-// Which tensors get weight decay: the 2-D ones (embeddings and matmul weights).
+inline floatX* const* tensor_slots(const ParameterTensors* p) { return reinterpret_cast<floatX* const*>(p); }
 
 // ----------------------------------------------------------------------------
 // activations
@@ -389,15 +394,65 @@ inline void gpt2_attention_backward(floatX* dqkv, float* scratch, const floatX* 
 // ----------------------------------------------------------------------------
 // forward / backward
 
-// Per-layer views of the stacked parameter tensors and activations.
-struct LayerView {
-    const floatX *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+// One transformer block: layer l's slices of the stacked parameters (w), of their gradients (g) and of
+// the activations, for the batch (B, T) of the call. Forward and backward both address a layer
+// through this, so the activation layout and the recompute levels are sliced in one place.
+struct LayerParams {  // the NUM_LAYER_TENSORS per-layer tensors, in checkpoint order
+    floatX *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
 };
-inline LayerView gpt2_layer_params(const ParameterTensors& p, const GPT2Config& c, int l) {
-    const size_t C = c.channels;
-    return {p.ln1w + l * C,         p.ln1b + l * C,         p.qkvw + l * 3 * C * C, p.qkvb + l * 3 * C,
-            p.attprojw + l * C * C, p.attprojb + l * C,     p.ln2w + l * C,         p.ln2b + l * C,
-            p.fcw + l * 4 * C * C,  p.fcb + l * 4 * C,      p.fcprojw + l * 4 * C * C, p.fcprojb + l * C};
+static_assert(sizeof(LayerParams) == NUM_LAYER_TENSORS * sizeof(floatX*), "12 tensor pointers");
+
+struct LayerView {
+    LayerParams w, g;
+    const floatX* residual;      // (B, T, C) input of the block: encoded, or layer l-1's residual3
+    floatX* ln1;                 // (B, T, LD) (shared by all layers with recompute 2)
+    float *ln1_mean, *ln1_rstd;  // (B, T)
+    floatX* qkv;                 // (B, T, 3C)
+    floatX* atty;                // (B, T, C)
+    float* lse;                  // (B, NH, T)
+    floatX* residual2;           // (B, T, C)
+    floatX* ln2;                 // (B, T, LD) (shared with recompute 2)
+    float *ln2_mean, *ln2_rstd;  // (B, T)
+    floatX* fch;                 // (B, T, 4C)
+    floatX* fch_gelu;            // (B, T, 4C) (shared with recompute >= 1)
+    floatX* residual3;           // (B, T, C)
+};
+
+// Layer l of stacked tensors laid out as gpt2_param_sizes: each per-layer tensor is 1/L of its whole.
+inline LayerParams gpt2_layer_slice(const ParameterTensors& t, const size_t sizes[NUM_PARAMETER_TENSORS], int L,
+                                    int l) {
+    LayerParams v;
+    floatX** out = reinterpret_cast<floatX**>(&v);
+    for (int j = 0; j < NUM_LAYER_TENSORS; j++) {
+        const int i = PARAM_FIRST_LAYER_TENSOR + j;
+        out[j] = tensor_slots(&t)[i] + (size_t)l * (sizes[i] / L);
+    }
+    return v;
+}
+
+inline LayerView gpt2_layer_view(GPT2* model, int l, int B, int T) {
+    const GPT2Config& cfg = model->config;
+    const size_t BT = (size_t)B * T, C = cfg.channels, btc = BT * C, btld = BT * gpt2_ln_ld(cfg);
+    const bool ln_per_layer = model->opt.recompute < 2, gelu_per_layer = model->opt.recompute < 1;
+    const ActivationTensors& a = model->acts;
+    LayerView v;
+    v.w = gpt2_layer_slice(model->params, model->param_sizes, cfg.num_layers, l);
+    v.g = gpt2_layer_slice(model->grads, model->param_sizes, cfg.num_layers, l);
+    v.residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * btc;
+    v.ln1 = ln_per_layer ? a.ln1 + l * btld : a.ln1;
+    v.ln1_mean = a.ln1_mean + l * BT;
+    v.ln1_rstd = a.ln1_rstd + l * BT;
+    v.qkv = a.qkv + l * 3 * btc;
+    v.atty = a.atty + l * btc;
+    v.lse = a.att_lse + l * BT * cfg.num_heads;
+    v.residual2 = a.residual2 + l * btc;
+    v.ln2 = ln_per_layer ? a.ln2 + l * btld : a.ln2;
+    v.ln2_mean = a.ln2_mean + l * BT;
+    v.ln2_rstd = a.ln2_rstd + l * BT;
+    v.fch = a.fch + l * 4 * btc;
+    v.fch_gelu = gelu_per_layer ? a.fch_gelu + l * 4 * btc : a.fch_gelu;
+    v.residual3 = a.residual3 + l * btc;
+    return v;
 }
 
 // Forward pass over inputs (B, T) from host memory (validated by the data loader). With targets,
@@ -411,14 +466,10 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     }
     const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     const int BT = B * T;
-    const size_t btc = (size_t)BT * C;
     const int LD = gpt2_ln_ld(cfg);  // ln1 / ln2 row stride
-    const size_t btld = (size_t)BT * LD;
     cudaStream_t s = model->stream;
     ActivationTensors& a = model->acts;
     const ParameterTensors& p = model->params;
-    const bool ln_per_layer = model->opt.recompute < 2;
-    const bool gelu_per_layer = model->opt.recompute < 1;
 
     cudaCheck(cudaStreamSynchronize(s));  // the pinned staging buffers may still feed an earlier copy
     PhaseTimer* tm = model->timer;
@@ -432,51 +483,33 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
 
     phase_mark(tm, "encoder fwd", s);
     encoder_forward(a.encoded, model->inputs, p.wte, p.wpe, B, T, C, s);
-    phase_mark(tm, "layernorm fwd", s);
-    layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, BT, C, s, LD);
     for (int l = 0; l < L; l++) {
-        const LayerView w = gpt2_layer_params(p, cfg, l);
-        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * btc;
-        floatX* ln1 = ln_per_layer ? a.ln1 + l * btld : a.ln1;
-        floatX* qkv = a.qkv + l * 3 * btc;
-        floatX* atty = a.atty + l * btc;
-        float* lse = a.att_lse + (size_t)l * B * NH * T;
-        floatX* residual2 = a.residual2 + l * btc;
-        floatX* ln2 = ln_per_layer ? a.ln2 + l * btld : a.ln2;
-        floatX* fch = a.fch + l * 4 * btc;
-        floatX* fch_gelu = gelu_per_layer ? a.fch_gelu + l * 4 * btc : a.fch_gelu;
-        floatX* residual3 = a.residual3 + l * btc;
-
+        const LayerView v = gpt2_layer_view(model, l, B, T);
+        phase_mark(tm, "layernorm fwd", s);
+        layernorm_forward(v.ln1, v.ln1_mean, v.ln1_rstd, v.residual, v.w.ln1w, v.w.ln1b, BT, C, s, LD);
         phase_mark(tm, "matmul qkv fwd", s);
-        matmul_forward(qkv, nullptr, ln1, w.qkvw, w.qkvb, BT, C, 3 * C, s, LD);
+        matmul_forward(v.qkv, nullptr, v.ln1, v.w.qkvw, v.w.qkvb, BT, C, 3 * C, s, LD);
         phase_mark(tm, "attention fwd", s);
-        gpt2_attention_forward(atty, lse, qkv, B, T, C, NH, s);
+        gpt2_attention_forward(v.atty, v.lse, v.qkv, B, T, C, NH, s);
         phase_mark(tm, "matmul attproj fwd", s);
         // the residual add rides in the GEMM epilogue (llmc/matmul.cuh): residual2 = residual + attproj
-        matmul_forward(residual2, nullptr, atty, w.attprojw, w.attprojb, BT, C, C, s, 0, residual);
+        matmul_forward(v.residual2, nullptr, v.atty, v.w.attprojw, v.w.attprojb, BT, C, C, s, 0, v.residual);
         phase_mark(tm, "layernorm fwd", s);
-        layernorm_forward(ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, residual2, w.ln2w, w.ln2b, BT, C, s, LD);
+        layernorm_forward(v.ln2, v.ln2_mean, v.ln2_rstd, v.residual2, v.w.ln2w, v.w.ln2b, BT, C, s, LD);
         phase_mark(tm, "matmul fc fwd", s);
         if (model->opt.gelu_fusion >= 1) {
-            matmul_forward(fch_gelu, fch, ln2, w.fcw, w.fcb, BT, C, 4 * C, s, LD);
+            matmul_forward(v.fch_gelu, v.fch, v.ln2, v.w.fcw, v.w.fcb, BT, C, 4 * C, s, LD);
         } else {
-            matmul_forward(fch, nullptr, ln2, w.fcw, w.fcb, BT, C, 4 * C, s, LD);
+            matmul_forward(v.fch, nullptr, v.ln2, v.w.fcw, v.w.fcb, BT, C, 4 * C, s, LD);
             phase_mark(tm, "gelu fwd", s);
-            gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, s);
+            gelu_forward(v.fch_gelu, v.fch, (size_t)BT * 4 * C, s);
         }
         phase_mark(tm, "matmul fcproj fwd", s);
-        matmul_forward(residual3, nullptr, fch_gelu, w.fcprojw, w.fcprojb, BT, 4 * C, C, s, 0, residual2);
-        phase_mark(tm, "layernorm fwd", s);
-        // the NEXT LayerNorm: ln1 of layer l+1, or the final one
-        if (l + 1 < L) {
-            const LayerView next = gpt2_layer_params(p, cfg, l + 1);
-            floatX* next_ln1 = ln_per_layer ? a.ln1 + (l + 1) * btld : a.ln1;
-            layernorm_forward(next_ln1, a.ln1_mean + (l + 1) * BT, a.ln1_rstd + (l + 1) * BT, residual3, next.ln1w,
-                              next.ln1b, BT, C, s, LD);
-        } else {
-            layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual3, p.lnfw, p.lnfb, BT, C, s);
-        }
+        matmul_forward(v.residual3, nullptr, v.fch_gelu, v.w.fcprojw, v.w.fcprojb, BT, 4 * C, C, s, 0, v.residual2);
     }
+    phase_mark(tm, "layernorm fwd", s);
+    const floatX* residual3 = gpt2_layer_view(model, L - 1, B, T).residual3;
+    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual3, p.lnfw, p.lnfb, BT, C, s);
     phase_mark(tm, "lm head fwd", s);
     matmul_forward(a.output, nullptr, a.lnf, p.wte, nullptr, BT, C, Vp, s);
 
@@ -519,7 +552,6 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     const int BT = B * T;
     const size_t btc = (size_t)BT * C;
     const int LD = gpt2_ln_ld(cfg);  // ln1 / ln2 row stride
-    const size_t btld = (size_t)BT * LD;
     cudaStream_t s = model->stream;
     ActivationTensors& a = model->acts;
     const ParameterTensors& p = model->params;
@@ -532,6 +564,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     floatX* dl_btc = a.scratch_btc2;
     floatX* dl_bt4c = a.scratch_bt4c;
     PhaseTimer* tm = model->timer;
+    matmul_context().timer = tm;  // matmul_backward's own phases (bias gradients), for this pass only
     phase_mark(tm, "lm head bwd", s);
     cudaCheck(cudaMemsetAsync(dresidual, 0, btc * sizeof(floatX), s));
 
@@ -540,73 +573,51 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     phase_mark(tm, "layernorm bwd", s);
     // Each LayerNorm backward also sums the residual gradient it leaves behind over the rows: that is
     // the bias gradient of the projection (fcproj, attproj) whose output was added to that residual.
-    layernorm_backward(dresidual, g.lnfw, g.lnfb, scratch, dl_btc, a.residual3 + (L - 1) * btc, p.lnfw, a.lnf_mean,
-                       a.lnf_rstd, BT, C, s, g.fcprojb + (size_t)(L - 1) * C);
+    const LayerView last = gpt2_layer_view(model, L - 1, B, T);
+    layernorm_backward(dresidual, g.lnfw, g.lnfb, scratch, dl_btc, last.residual3, p.lnfw, a.lnf_mean, a.lnf_rstd,
+                       BT, C, s, last.g.fcprojb);
 
     for (int l = L - 1; l >= 0; l--) {
-        const LayerView w = gpt2_layer_params(p, cfg, l);
-        const size_t C_ = C;
-        floatX* dln1w = g.ln1w + l * C_;
-        floatX* dln1b = g.ln1b + l * C_;
-        floatX* dqkvw = g.qkvw + l * 3 * C_ * C_;
-        floatX* dqkvb = g.qkvb + l * 3 * C_;
-        floatX* dattprojw = g.attprojw + l * C_ * C_;
-        floatX* dattprojb = g.attprojb + l * C_;
-        floatX* dln2w = g.ln2w + l * C_;
-        floatX* dln2b = g.ln2b + l * C_;
-        floatX* dfcw = g.fcw + l * 4 * C_ * C_;
-        floatX* dfcb = g.fcb + l * 4 * C_;
-        floatX* dfcprojw = g.fcprojw + l * 4 * C_ * C_;
-        floatX* dfcprojb = g.fcprojb + l * C_;
-
-        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * btc;
-        floatX* ln1 = ln_per_layer ? a.ln1 + l * btld : a.ln1;
-        const float* ln1_mean = a.ln1_mean + l * BT;
-        const float* ln1_rstd = a.ln1_rstd + l * BT;
-        floatX* qkv = a.qkv + l * 3 * btc;
-        floatX* atty = a.atty + l * btc;
-        const float* lse = a.att_lse + (size_t)l * B * NH * T;
-        floatX* residual2 = a.residual2 + l * btc;
-        floatX* ln2 = ln_per_layer ? a.ln2 + l * btld : a.ln2;
-        const float* ln2_mean = a.ln2_mean + l * BT;
-        const float* ln2_rstd = a.ln2_rstd + l * BT;
-        floatX* fch = a.fch + l * 4 * btc;
-        floatX* fch_gelu = gelu_per_layer ? a.fch_gelu + l * 4 * btc : a.fch_gelu;
-
+        const LayerView v = gpt2_layer_view(model, l, B, T);
         // MLP: recompute what was not kept
         phase_mark(tm, "recompute (gelu, layernorm)", s);
-        if (!gelu_per_layer) gelu_forward(fch_gelu, fch, (size_t)BT * 4 * C, s);
-        if (!ln_per_layer) layernorm_recompute(ln2, residual2, ln2_mean, ln2_rstd, w.ln2w, w.ln2b, BT, C, s, LD);
+        if (!gelu_per_layer) gelu_forward(v.fch_gelu, v.fch, (size_t)BT * 4 * C, s);
+        if (!ln_per_layer) {
+            layernorm_recompute(v.ln2, v.residual2, v.ln2_mean, v.ln2_rstd, v.w.ln2w, v.w.ln2b, BT, C, s, LD);
+        }
         const bool fused_dgelu = model->opt.gelu_fusion >= 2;
         phase_mark(tm, "matmul fcproj bwd", s);
-        matmul_backward(dl_bt4c, dfcprojw, nullptr, scratch, dresidual, fch_gelu, w.fcprojw,  // dfcprojb: LN bwd
-                        fused_dgelu ? fch : nullptr, BT, 4 * C, C, s, tm);
+        matmul_backward(dl_bt4c, v.g.fcprojw, nullptr, scratch, dresidual, v.fch_gelu, v.w.fcprojw,  // fcprojb: LN bwd
+                        fused_dgelu ? v.fch : nullptr, BT, 4 * C, C, s);
         phase_mark(tm, "gelu bwd", s);
-        if (!fused_dgelu) gelu_backward(dl_bt4c, fch, dl_bt4c, (size_t)BT * 4 * C, s);
+        if (!fused_dgelu) gelu_backward(dl_bt4c, v.fch, dl_bt4c, (size_t)BT * 4 * C, s);
         phase_mark(tm, "matmul fc bwd", s);
-        matmul_backward(dl_btc, dfcw, dfcb, scratch, dl_bt4c, ln2, w.fcw, nullptr, BT, C, 4 * C, s, tm, LD);
+        matmul_backward(dl_btc, v.g.fcw, v.g.fcb, scratch, dl_bt4c, v.ln2, v.w.fcw, nullptr, BT, C, 4 * C, s, LD);
         phase_mark(tm, "layernorm bwd", s);
-        layernorm_backward(dresidual, dln2w, dln2b, scratch, dl_btc, residual2, w.ln2w, ln2_mean, ln2_rstd, BT, C, s,
-                           dattprojb);
+        layernorm_backward(dresidual, v.g.ln2w, v.g.ln2b, scratch, dl_btc, v.residual2, v.w.ln2w, v.ln2_mean,
+                           v.ln2_rstd, BT, C, s, v.g.attprojb);
 
         // attention
         phase_mark(tm, "matmul attproj bwd", s);
-        matmul_backward(dl_btc, dattprojw, nullptr, scratch, dresidual, atty, w.attprojw, nullptr, BT, C, C, s, tm);
+        matmul_backward(dl_btc, v.g.attprojw, nullptr, scratch, dresidual, v.atty, v.w.attprojw, nullptr, BT, C, C, s);
         floatX* dqkv = dl_bt4c;  // (B, T, 3C) fits in the 4C scratch
         phase_mark(tm, "attention bwd", s);
-        gpt2_attention_backward(dqkv, scratch, dl_btc, qkv, atty, lse, B, T, C, NH, s);
+        gpt2_attention_backward(dqkv, scratch, dl_btc, v.qkv, v.atty, v.lse, B, T, C, NH, s);
         phase_mark(tm, "recompute (gelu, layernorm)", s);
-        if (!ln_per_layer) layernorm_recompute(ln1, residual, ln1_mean, ln1_rstd, w.ln1w, w.ln1b, BT, C, s, LD);
+        if (!ln_per_layer) {
+            layernorm_recompute(v.ln1, v.residual, v.ln1_mean, v.ln1_rstd, v.w.ln1w, v.w.ln1b, BT, C, s, LD);
+        }
         phase_mark(tm, "matmul qkv bwd", s);
-        matmul_backward(dl_btc, dqkvw, dqkvb, scratch, dqkv, ln1, w.qkvw, nullptr, BT, C, 3 * C, s, tm, LD);
+        matmul_backward(dl_btc, v.g.qkvw, v.g.qkvb, scratch, dqkv, v.ln1, v.w.qkvw, nullptr, BT, C, 3 * C, s, LD);
         phase_mark(tm, "layernorm bwd", s);
-        layernorm_backward(dresidual, dln1w, dln1b, scratch, dl_btc, residual, w.ln1w, ln1_mean, ln1_rstd, BT, C, s,
-                           l > 0 ? g.fcprojb + (size_t)(l - 1) * C : nullptr);  // layer l-1's fcproj bias
+        floatX* prev_fcprojb = l > 0 ? gpt2_layer_slice(g, model->param_sizes, L, l - 1).fcprojb : nullptr;
+        layernorm_backward(dresidual, v.g.ln1w, v.g.ln1b, scratch, dl_btc, v.residual, v.w.ln1w, v.ln1_mean,
+                           v.ln1_rstd, BT, C, s, prev_fcprojb);
         if (last_micro_step && model->mp->zero_stage == 0) {
-            floatX* layer_grads[] = {dln1w, dln1b, dqkvw, dqkvb, dattprojw, dattprojb,
-                                     dln2w, dln2b, dfcw,  dfcb,  dfcprojw,  dfcprojb};
-            const size_t counts[] = {C_, C_, 3 * C_ * C_, 3 * C_, C_ * C_, C_, C_, C_, 4 * C_ * C_, 4 * C_, 4 * C_ * C_, C_};
-            multi_gpu_async_reduce(layer_grads, counts, 12, model->mp, s);
+            floatX* const* layer_grads = reinterpret_cast<floatX* const*>(&v.g);  // checkpoint order
+            size_t counts[NUM_LAYER_TENSORS];
+            for (int j = 0; j < NUM_LAYER_TENSORS; j++) counts[j] = model->param_sizes[PARAM_FIRST_LAYER_TENSOR + j] / L;
+            multi_gpu_async_reduce(layer_grads, counts, NUM_LAYER_TENSORS, model->mp, s);
         }
     }
     const uint32_t seed = random_u32(&model->rng_state);
@@ -614,10 +625,12 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     encoder_backward(g.wte, g.wpe, &model->enc_ws, dresidual, B, T, C, seed, s);
     if (last_micro_step && model->mp->zero_stage == 0) {
         floatX* rest[] = {g.wte, g.wpe, g.lnfw, g.lnfb};
-        const size_t counts[] = {model->param_sizes[0], model->param_sizes[1], model->param_sizes[14], model->param_sizes[15]};
+        const size_t counts[] = {model->param_sizes[PARAM_WTE], model->param_sizes[PARAM_WPE],
+                                 model->param_sizes[PARAM_LNFW], model->param_sizes[PARAM_LNFB]};
         multi_gpu_async_reduce(rest, counts, 4, model->mp, s);
     }
     phase_mark(tm, "idle (host work, syncs)", s);
+    matmul_context().timer = nullptr;  // the trainer may free its timer after the last step
 }
 
 // Completes the cross-process gradient reduction of an optimizer step (after its last backward):

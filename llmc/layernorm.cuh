@@ -3,7 +3,8 @@
  * the projection GEMM that produces the residual stream: llmc/matmul.cuh.)
  *
  * layernorm_forward:      out(N,C) = (inp - mean) * rstd * weight + bias          (out =, mean/rstd(N) fp32 =)
- *                         out may be nullptr: only mean/rstd are produced (recompute level 2).
+ *                         out may be nullptr: only mean/rstd are produced (the lab, dev/cuda/layernorm.cu,
+ *                         checks that path; the model always writes out, one buffer at recompute level 2).
  * layernorm_backward:     dinp(N,C) += dL/dinp                                    (dinp +=, the residual stream)
  *                         dweight(C) += sum dout*norm, dbias(C) += sum dout       (parameter grads +=)
  *                         dinp_colsum(C) += sum of the updated dinp rows          (optional, +=: the bias

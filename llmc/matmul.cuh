@@ -66,7 +66,45 @@ inline bool epilogue_aux_is_output(MatmulEpilogue e) {
     return e == MatmulEpilogue::GeluAuxBias || e == MatmulEpilogue::GeluAux;
 }
 
+// op(X): X or its transpose, as in BLAS's gemm("T", "N", ...).
+enum class MatmulOp { N, T };
+
+// One GEMM as cuBLASLt runs it, everything but the pointers: D(m,n) = op(A) op(B) [+ C] with an
+// epilogue, column-major (the header comment says how row-major callers map onto it). It is also the
+// key of the plan cache: equal descriptors share descriptors, layouts and the chosen algorithm.
+struct MatmulDesc {
+    int m, n, k;
+    bool trans_a, trans_b;
+    MatmulEpilogue epilogue = MatmulEpilogue::None;
+    bool accumulate = false;  // + C (beta = 1), C laid out as D; the plan is the same for C == D and C != D
+    int lda = 0, ldb = 0;     // leading dimensions of A and B; 0: packed (ld_a(), ld_b())
+    bool d_fp32 = false;      // D (and C) fp32, else floatX; A and B are floatX
+
+    MatmulDesc(MatmulOp op_a, MatmulOp op_b, int m_, int n_, int k_)
+        : m(m_), n(n_), k(k_), trans_a(op_a == MatmulOp::T), trans_b(op_b == MatmulOp::T) {}
+    int ld_a() const { return lda != 0 ? lda : (trans_a ? k : m); }
+    int ld_b() const { return ldb != 0 ? ldb : (trans_b ? n : k); }
+    // cache order (and the order matmul_autotune_print lists shapes in): m, n, k, transA, transB,
+    // epilogue, accumulate, lda, ldb, fp32 output; a packed and an explicit equal stride are one key
+    std::tuple<int, int, int, bool, bool, int, bool, int, int, bool> order_key() const {
+        return std::make_tuple(m, n, k, trans_a, trans_b, (int)epilogue, accumulate, ld_a(), ld_b(), d_fp32);
+    }
+    bool operator<(const MatmulDesc& o) const { return order_key() < o.order_key(); }
+};
+
+// The buffers of one call. c: nullptr, d itself (accumulate in place), or a buffer laid out as D that
+// does not overlap it; bias (m) and aux (laid out as D, floatX) where the epilogue takes them.
+struct MatmulOperands {
+    void* d;
+    const floatX* a;
+    const floatX* b;
+    const void* c = nullptr;
+    const void* bias = nullptr;
+    floatX* aux = nullptr;
+};
+
 struct MatmulPlan {
+    MatmulEpilogue epilogue = MatmulEpilogue::None;
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
@@ -81,9 +119,10 @@ struct MatmulContext {
     void* workspace = nullptr;
     bool allow_tf32 = true;  // FP32 builds only (-f); bf16 builds always compute in fp32
     bool autotune = true;    // see the header comment
-    unsigned long long* d_hash = nullptr;
-    // key: m, n, k, transA, transB, epilogue, C given (beta = 1), lda, ldb, fp32 output
-    std::map<std::tuple<int, int, int, bool, bool, int, bool, int, int, bool>, MatmulPlan> plans;
+    std::map<MatmulDesc, MatmulPlan> plans;
+    // -pt 1 (nullptr: off): matmul_backward charges its bias work outside the GEMMs to phases of its
+    // own; gpt2_backward sets it from GPT2::timer for the duration of the pass
+    PhaseTimer* timer = nullptr;
 };
 
 // The one context of the process (function-local static: created on first use).
@@ -105,20 +144,19 @@ inline void matmul_context_destroy() {
         cublasCheck(cublasLtMatrixLayoutDestroy(kv.second.c));
     }
     ctx.plans.clear();
-    cudaFreeCheck(&ctx.d_hash);
     cudaFreeCheck(&ctx.workspace);
     cublasCheck(cublasLtDestroy(ctx.handle));
     ctx.handle = nullptr;
 }
 
-// Descriptor and layouts for D(m,n) = op(A) op(B) (+ C), column-major, leading dimensions lda / ldb
-// (0: packed; D: m), D in fp32 when d_fp32 (A and B are floatX); no algorithm chosen yet.
-inline MatmulPlan matmul_plan_describe(int m, int n, int k, bool trans_a, bool trans_b, MatmulEpilogue epilogue,
-                                       int lda = 0, int ldb = 0, bool d_fp32 = false) {
-    if (lda == 0) lda = trans_a ? k : m;
-    if (ldb == 0) ldb = trans_b ? n : k;
+// cuBLASLt descriptor and layouts for g (D's leading dimension: m); no algorithm chosen yet.
+inline MatmulPlan matmul_plan_describe(const MatmulDesc& g) {
+    const int m = g.m, n = g.n, k = g.k;
+    const bool trans_a = g.trans_a, trans_b = g.trans_b;
+    const MatmulEpilogue epilogue = g.epilogue;
     MatmulContext& ctx = matmul_context();
     MatmulPlan plan;
+    plan.epilogue = epilogue;
     const cudaDataType_t dtype = kFloatXIsBF16 ? CUDA_R_16BF : CUDA_R_32F;
     const cublasComputeType_t compute =
         (!kFloatXIsBF16 && ctx.allow_tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -144,9 +182,9 @@ inline MatmulPlan matmul_plan_describe(int m, int n, int k, bool trans_a, bool t
         cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
         cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &dtype, sizeof(dtype)));
     }
-    cublasCheck(cublasLtMatrixLayoutCreate(&plan.a, dtype, trans_a ? k : m, trans_a ? m : k, lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&plan.b, dtype, trans_b ? n : k, trans_b ? k : n, ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&plan.c, d_fp32 ? CUDA_R_32F : dtype, m, n, m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan.a, dtype, trans_a ? k : m, trans_a ? m : k, g.ld_a()));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan.b, dtype, trans_b ? n : k, trans_b ? k : n, g.ld_b()));
+    cublasCheck(cublasLtMatrixLayoutCreate(&plan.c, g.d_fp32 ? CUDA_R_32F : dtype, m, n, m));
     return plan;
 }
 
@@ -169,84 +207,44 @@ inline std::vector<cublasLtMatmulHeuristicResult_t> matmul_algo_candidates(const
     return results;
 }
 
-// Runs a plan with the given algorithm: D = op(A) op(B) [+ C] with the epilogue, C laid out as D (c
-// nullptr: beta = 0; c == d: accumulate in place); bias/aux pointers are set on the descriptor each
-// call (they change between layers). Returns cuBLASLt's status (a configuration the library refuses
-// for this problem is not an error to the lab's search); matmul_run is the checked call.
-inline cublasStatus_t matmul_try_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, void* d, const floatX* a,
-                                     const floatX* b, const void* c, const void* bias, floatX* aux,
-                                     MatmulEpilogue epilogue, cudaStream_t stream) {
+// Runs a plan with the given algorithm on the operands (c nullptr: beta = 0); bias/aux pointers are
+// set on the descriptor each call (they change between layers). Returns cuBLASLt's status (a
+// configuration the library refuses for this problem is not an error to the lab's search);
+// matmul_run is the checked call.
+inline cublasStatus_t matmul_try_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, const MatmulOperands& x,
+                                     cudaStream_t stream) {
     MatmulContext& ctx = matmul_context();
-    if (epilogue_has_bias(epilogue)) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (epilogue_has_bias(plan.epilogue)) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &x.bias, sizeof(x.bias)));
     }
-    if (epilogue_has_aux(epilogue)) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    if (epilogue_has_aux(plan.epilogue)) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &x.aux, sizeof(x.aux)));
     }
-    const float alpha = 1.0f, beta = c ? 1.0f : 0.0f;
-    return cublasLtMatmul(ctx.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, c ? c : d, plan.c, d, plan.c,
-                          &algo, ctx.workspace, CUBLASLT_WORKSPACE_BYTES, stream);
+    const float alpha = 1.0f, beta = x.c ? 1.0f : 0.0f;
+    return cublasLtMatmul(ctx.handle, plan.desc, &alpha, x.a, plan.a, x.b, plan.b, &beta, x.c ? x.c : x.d, plan.c, x.d,
+                          plan.c, &algo, ctx.workspace, CUBLASLT_WORKSPACE_BYTES, stream);
 }
 
-inline void matmul_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, void* d, const floatX* a,
-                       const floatX* b, const void* c, const void* bias, floatX* aux, MatmulEpilogue epilogue,
+inline void matmul_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, const MatmulOperands& x,
                        cudaStream_t stream) {
-    cublasCheck(matmul_try_run(plan, algo, d, a, b, c, bias, aux, epilogue, stream));
+    cublasCheck(matmul_try_run(plan, algo, x, stream));
 }
 
 // ----------------------------------------------------------------------------
 // autotune
 
-// Order-independent 64-bit hash of a buffer's bytes (a sum of mixed (index, word) pairs): equal
-// buffers give equal hashes; unequal ones collide with probability ~2^-64.
-__device__ inline uint64_t matmul_mix64(uint64_t x) {  // splitmix64 finaliser
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-__global__ void matmul_hash_kernel(const uint8_t* bytes, size_t num_bytes, unsigned long long* out) {
-    const size_t words = num_bytes / 4;
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(bytes);
-    uint64_t local = 0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x) {
-        local += matmul_mix64((i << 32) ^ w[i]);
-    }
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        for (size_t i = words * 4; i < num_bytes; i++) local += matmul_mix64(((uint64_t)i << 40) ^ bytes[i] ^ 0xABull);
-    }
-    for (int offset = 16; offset > 0; offset >>= 1) local += __shfl_xor_sync(0xFFFFFFFFu, local, offset);
-    if ((threadIdx.x & 31) == 0) atomicAdd(out, (unsigned long long)local);
-}
-
-inline uint64_t matmul_hash(const void* d, size_t num_bytes, uint64_t salt, cudaStream_t stream) {
-    MatmulContext& ctx = matmul_context();
-    if (ctx.d_hash == nullptr) cudaCheck(cudaMalloc(&ctx.d_hash, sizeof(unsigned long long)));
-    cudaCheck(cudaMemsetAsync(ctx.d_hash, 0, sizeof(unsigned long long), stream));
-    const int blocks = (int)std::min<size_t>(4 * (size_t)device_props().multiProcessorCount, num_bytes / 1024 + 1);
-    matmul_hash_kernel<<<blocks, 256, 0, stream>>>((const uint8_t*)d, num_bytes, ctx.d_hash);
-    cudaCheckLaunch();
-    unsigned long long h = 0;
-    cudaCheck(cudaMemcpyAsync(&h, ctx.d_hash, sizeof(h), cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
-    return h * 31 + salt;
-}
-
 // Picks plan.algo among the candidates (see the header comment) by running them on this call's data;
 // leaves d (and aux, when it is an output) as one plain call with the first candidate would.
-inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& cands, void* d,
-                            const floatX* a, const floatX* b, const void* c, const void* bias, floatX* aux, int m,
-                            int n, MatmulEpilogue epilogue, bool d_fp32, cudaStream_t stream) {
-    const size_t d_bytes = (size_t)m * n * (d_fp32 ? sizeof(float) : sizeof(floatX));
-    const size_t aux_bytes = (size_t)m * n * sizeof(floatX);
-    const bool aux_is_output = epilogue_aux_is_output(epilogue);
+inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& cands,
+                            const MatmulDesc& g, const MatmulOperands& x, cudaStream_t stream) {
+    void* d = x.d;
+    const size_t d_bytes = (size_t)g.m * g.n * (g.d_fp32 ? sizeof(float) : sizeof(floatX));
     void* saved = nullptr;  // the accumulated output before this call (C is D)
-    if (c == d) {
+    if (x.c == d) {
         if (cudaMalloc(&saved, d_bytes) != cudaSuccess) {  // no room to tune: keep the first candidate
             (void)cudaGetLastError();
             plan.algo = cands[0].algo;
-            matmul_run(plan, plan.algo, d, a, b, c, bias, aux, epilogue, stream);
+            matmul_run(plan, plan.algo, x, stream);
             return;
         }
         cudaCheck(cudaMemcpyAsync(saved, d, d_bytes, cudaMemcpyDeviceToDevice, stream));
@@ -254,25 +252,16 @@ inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHe
     auto restore = [&]() {
         if (saved) cudaCheck(cudaMemcpyAsync(d, saved, d_bytes, cudaMemcpyDeviceToDevice, stream));
     };
-    auto run = [&](int i) { matmul_run(plan, cands[i].algo, d, a, b, c, bias, aux, epilogue, stream); };
-    auto output_hash = [&]() {
-        uint64_t h = matmul_hash(d, d_bytes, 1, stream);
-        if (aux_is_output) h ^= matmul_hash(aux, aux_bytes, 2, stream);
-        return h;
+    auto run = [&](int i) {
+        matmul_run(plan, cands[i].algo, x, stream);
+        return true;
     };
-    std::vector<int> equal;  // candidates bitwise equal to the first
-    uint64_t reference = 0;
-    for (int i = 0; i < (int)cands.size(); i++) {
-        restore();
-        run(i);
-        const uint64_t h = output_hash();
-        if (i == 0) reference = h;
-        if (h == reference) equal.push_back(i);
-    }
-    const std::vector<float> times = autotune_time((int)equal.size(), [&](int e) { run(equal[e]); }, stream);
-    std::vector<float> best(cands.size(), 0.0f);
-    for (size_t e = 0; e < equal.size(); e++) best[equal[e]] = times[e];
-    const int chosen = equal[autotune_pick(times)];  // equal[0] == 0: the first candidate
+    std::vector<AutotuneOutput> outputs = {{d, d_bytes}};
+    if (epilogue_aux_is_output(g.epilogue)) outputs.push_back({x.aux, (size_t)g.m * g.n * sizeof(floatX)});
+    const AutotuneChoice choice = autotune_choose((int)cands.size(), outputs, restore, run, stream);
+    std::vector<float> best(cands.size(), 0.0f);  // 0: not bitwise equal, not timed
+    for (size_t e = 0; e < choice.equal.size(); e++) best[choice.equal[e]] = choice.ms[e];
+    const int chosen = choice.chosen();
     plan.algo = cands[chosen].algo;
     plan.candidates = (int)cands.size();
     plan.chosen = chosen;
@@ -316,45 +305,39 @@ inline void matmul_autotune_print() {
     for (const auto& kv : matmul_context().plans) {
         const MatmulPlan& p = kv.second;
         if (p.candidates == 0) continue;
-        const auto& k = kv.first;
+        const MatmulDesc& g = kv.first;
         std::string times;
         for (float t : p.trial_ms) times += t > 0 ? " " + std::to_string(t).substr(0, 6) : " -";
-        printf("  m=%d n=%d k=%d %s%s:%s -> [%d]\n", std::get<0>(k), std::get<1>(k), std::get<2>(k),
-               names[std::get<5>(k)], std::get<6>(k) ? " +=" : "", times.c_str(), p.chosen);
+        printf("  m=%d n=%d k=%d %s%s:%s -> [%d]\n", g.m, g.n, g.k, names[(int)g.epilogue], g.accumulate ? " +=" : "",
+               times.c_str(), p.chosen);
     }
 }
 
-// D(m,n) = op(A) op(B) [+ C], column-major; see the header comment for how callers map shapes.
-// c: laid out as D; nullptr for none, d to accumulate in place; otherwise it must not overlap D.
-// lda / ldb: leading dimensions, 0 for packed; d_fp32: D (and C) is fp32 (else floatX).
-inline void matmul_cublaslt(void* d, const floatX* a, const floatX* b, const void* c, const void* bias, floatX* aux,
-                            int m, int n, int k, bool trans_a, bool trans_b, MatmulEpilogue epilogue,
-                            cudaStream_t stream, int lda = 0, int ldb = 0, bool d_fp32 = false) {
-    if (lda == 0) lda = trans_a ? k : m;
-    if (ldb == 0) ldb = trans_b ? n : k;
+// Runs g on the operands through the plan cache (the first call of a shape describes it and, with
+// the autotune on, picks its algorithm: header comment). x.c must be given exactly when g.accumulate.
+inline void matmul_cublaslt(const MatmulDesc& g, const MatmulOperands& x, cudaStream_t stream) {
     MatmulContext& ctx = matmul_context();
-    for (const void* p : {(const void*)d, (const void*)a, (const void*)b, c, bias, (const void*)aux}) {
+    for (const void* p : {(const void*)x.d, (const void*)x.a, (const void*)x.b, x.c, x.bias, (const void*)x.aux}) {
         if (((uintptr_t)p) % 16 != 0) fatal("matmul: pointer %p is not 16-byte aligned", p);
     }
-    const bool accumulate = c != nullptr;  // the plan is the same for C == D and C != D
-    const auto key = std::make_tuple(m, n, k, trans_a, trans_b, (int)epilogue, accumulate, lda, ldb, d_fp32);
-    auto it = ctx.plans.find(key);
+    if ((x.c != nullptr) != g.accumulate) fatal("matmul: C given (%d) but accumulate = %d", x.c != nullptr, g.accumulate);
+    auto it = ctx.plans.find(g);
     if (it == ctx.plans.end()) {
-        MatmulPlan plan = matmul_plan_describe(m, n, k, trans_a, trans_b, epilogue, lda, ldb, d_fp32);
+        MatmulPlan plan = matmul_plan_describe(g);
         const std::vector<cublasLtMatmulHeuristicResult_t> candidates =
             matmul_algo_candidates(plan, ctx.autotune ? 8 : 1);
         if (candidates.empty()) {
-            fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d transA=%d transB=%d epilogue=%d", m, n, k,
-                  trans_a, trans_b, (int)epilogue);
+            fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d transA=%d transB=%d epilogue=%d", g.m, g.n, g.k,
+                  g.trans_a, g.trans_b, (int)g.epilogue);
         }
         plan.algo = candidates[0].algo;
-        it = ctx.plans.emplace(key, plan).first;
+        it = ctx.plans.emplace(g, plan).first;
         if (candidates.size() > 1) {
-            matmul_autotune(it->second, candidates, d, a, b, c, bias, aux, m, n, epilogue, d_fp32, stream);
+            matmul_autotune(it->second, candidates, g, x, stream);
             return;
         }
     }
-    matmul_run(it->second, it->second.algo, d, a, b, c, bias, aux, epilogue, stream);
+    matmul_run(it->second, it->second.algo, x, stream);
 }
 
 // ----------------------------------------------------------------------------
@@ -367,11 +350,12 @@ inline void matmul_forward(floatX* out, floatX* pre_gelu, const floatX* inp, con
                            const floatX* bias, int N, int C, int OC, cudaStream_t stream, int inp_ld = 0,
                            const floatX* residual = nullptr) {
     if (pre_gelu && residual) fatal("matmul_forward: GELU and a residual add in one call are not supported");
-    MatmulEpilogue ep;
-    if (pre_gelu) ep = bias ? MatmulEpilogue::GeluAuxBias : MatmulEpilogue::GeluAux;
-    else ep = bias ? MatmulEpilogue::Bias : MatmulEpilogue::None;
-    matmul_cublaslt(out, weight, inp, residual, bias, pre_gelu, OC, N, C, /*trans_a=*/true, /*trans_b=*/false, ep,
-                    stream, /*lda=*/0, /*ldb=*/inp_ld);
+    MatmulDesc g(MatmulOp::T, MatmulOp::N, OC, N, C);  // out^T (OC, N) = weight (OC, C) @ inp^T (C, N)
+    if (pre_gelu) g.epilogue = bias ? MatmulEpilogue::GeluAuxBias : MatmulEpilogue::GeluAux;
+    else g.epilogue = bias ? MatmulEpilogue::Bias : MatmulEpilogue::None;
+    g.accumulate = residual != nullptr;
+    g.ldb = inp_ld;
+    matmul_cublaslt(g, {out, weight, inp, residual, bias, pre_gelu}, stream);
 }
 
 // fp32 scratch of the weight-gradient GEMM over a padded input: (OC, C + MATMUL_BIAS_PAD).
@@ -401,34 +385,40 @@ __global__ void matmul_add_weight_bias_grads_kernel(floatX* dweight, floatX* dbi
 // inp_ld: row stride of inp, 0 for C; C + MATMUL_BIAS_PAD when inp carries the ones column, which then
 // gives dbias (header comment). scratch (only used when dbias != nullptr): column_reduce_scratch_floats(N, OC)
 // floats, or matmul_bias_grad_scratch_floats(C, OC) with the ones column.
-// timer (optional, -pt 1): the bias work outside the GEMMs is charged to its own phase, the GEMMs to
-// the phase that was current when this was called.
+// With matmul_context().timer (-pt 1), the bias work outside the GEMMs is charged to its own phase,
+// the GEMMs to the phase that was current when this was called.
 inline void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                             const floatX* inp, const floatX* weight, const floatX* dgelu_input, int N, int C, int OC,
-                            cudaStream_t stream, PhaseTimer* timer = nullptr, int inp_ld = 0) {
+                            cudaStream_t stream, int inp_ld = 0) {
     if (inp_ld == 0) inp_ld = C;
     if (inp_ld != C && inp_ld != C + MATMUL_BIAS_PAD) {
         fatal("matmul_backward: inp row stride %d must be C=%d or C+%d", inp_ld, C, MATMUL_BIAS_PAD);
     }
     const bool bias_from_gemm = dbias != nullptr && inp_ld != C;
+    PhaseTimer* timer = matmul_context().timer;
     const std::string gemm_phase = phase_timer_current(timer);
     if (dbias && !bias_from_gemm) {
         phase_mark(timer, "bias grads (column sums)", stream);
         bias_backward(dbias, dout, scratch, N, OC, stream);
         phase_mark(timer, gemm_phase.c_str(), stream);
     }
-    matmul_cublaslt(dinp, weight, dout, nullptr, nullptr, const_cast<floatX*>(dgelu_input), C, N, OC, false, false,
-                    dgelu_input ? MatmulEpilogue::DGelu : MatmulEpilogue::None, stream);
+    MatmulDesc gd(MatmulOp::N, MatmulOp::N, C, N, OC);  // dinp^T (C, N) = weight^T (C, OC) @ dout^T (OC, N)
+    gd.epilogue = dgelu_input ? MatmulEpilogue::DGelu : MatmulEpilogue::None;
+    matmul_cublaslt(gd, {dinp, weight, dout, nullptr, nullptr, const_cast<floatX*>(dgelu_input)}, stream);
     if (!bias_from_gemm) {
-        matmul_cublaslt(dweight, inp, dout, dweight, nullptr, nullptr, C, OC, N, false, true, MatmulEpilogue::None,
-                        stream, /*lda=*/inp_ld);
+        MatmulDesc gw(MatmulOp::N, MatmulOp::T, C, OC, N);  // dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC)
+        gw.accumulate = true;
+        gw.lda = inp_ld;
+        matmul_cublaslt(gw, {dweight, inp, dout, dweight}, stream);
         return;
     }
     // ext (OC, C+pad) fp32 = dout^T @ [inp | 1 0 ... 0]: column-major (C+pad, OC); column C of the
     // row-major view is dbias
     if (C % x128::size != 0) fatal("matmul_backward: C=%d must be a multiple of %d", C, x128::size);
-    matmul_cublaslt(scratch, inp, dout, nullptr, nullptr, nullptr, inp_ld, OC, N, false, true, MatmulEpilogue::None,
-                    stream, /*lda=*/inp_ld, /*ldb=*/0, /*d_fp32=*/true);
+    MatmulDesc ge(MatmulOp::N, MatmulOp::T, inp_ld, OC, N);
+    ge.lda = inp_ld;
+    ge.d_fp32 = true;
+    matmul_cublaslt(ge, {scratch, inp, dout}, stream);
     phase_mark(timer, "bias grads (dW GEMM column)", stream);
     const size_t threads = (size_t)OC * (C / x128::size + 1);
     matmul_add_weight_bias_grads_kernel<<<ceil_div(threads, 256), 256, 0, stream>>>(dweight, dbias, scratch, OC, C,

@@ -10,12 +10,16 @@
  * Debug state (magic 20240327), written by train_gpt2.py --write_tensors; all little-endian:
  *   header int32[256]: [0] 20240327  [1] version (2 = llm.c, 3 = ours)  [2] B  [3] T
  *                      v3 only: [4] V  [5] Vp  [6] K  [7] lr (fp32 bits)  [8] 1 if bf16 deviations follow
+ *                      [9] 1 if the fp32 loss-noise pair follows; other slots 0
  *   x int32[B*T], y int32[B*T] (y = x shifted by one token), logits fp32[B*T*V] (unpadded V),
  *   loss fp32, grads fp32[num_parameters] (16 tensors in checkpoint order, wte with Vp rows),
  *   v3: expected_losses fp32[K] (loss before update i when training on (x, y) with AdamW(lr, 0.9, 0.95,
  *       1e-8, wd 0) and clipping at norm 1.0, all fp32), then, if [8] == 1, DEBUG_NUM_DEVIATIONS pairs
  *       fp32 (max |bf16 - fp32|, mean |bf16 - fp32|) for: logits, the 16 gradient tensors, the K losses,
- *       where "bf16" is PyTorch with bf16-rounded weights under bf16 autocast.
+ *       where "bf16" is PyTorch with bf16-rounded weights under bf16 autocast; then, if [9] == 1, one
+ *       fp32 pair (max, mean) |losses - losses'| over the K losses, losses' being the same fp32 training
+ *       with SDPA attention or with every weight moved by one ulp, whichever drifts further: how much
+ *       the trajectory amplifies fp32 rounding (DebugState::fp32_loss_noise_*).
  * A version 2 file (llm.c's) has no V/Vp/K slots: V and Vp are taken from the config, K = 0. It carries
  * no reference deviations either, so it is checked with llm.c's fixed tolerances (llmc_test_tolerances).
  */
@@ -53,6 +57,19 @@ constexpr int MODEL_FILE_VERSION_FP32 = 3;
 constexpr int MODEL_FILE_VERSION_BF16 = 5;
 constexpr int DEBUG_STATE_MAGIC = 20240327;
 constexpr int DEBUG_STATE_VERSION = 3;
+
+// The parameter tensors by name, in checkpoint order: the index of each in PARAMETER_TENSOR_NAMES,
+// gpt2_param_sizes and the GPU structs (llmc/gpt2.cuh). The 12 from PARAM_LN1W to PARAM_FCPROJB are
+// stacked over the L layers, layer-major.
+enum ParamTensor : int {
+    PARAM_WTE, PARAM_WPE,
+    PARAM_LN1W, PARAM_LN1B, PARAM_QKVW, PARAM_QKVB, PARAM_ATTPROJW, PARAM_ATTPROJB,
+    PARAM_LN2W, PARAM_LN2B, PARAM_FCW, PARAM_FCB, PARAM_FCPROJW, PARAM_FCPROJB,
+    PARAM_LNFW, PARAM_LNFB,
+};
+static_assert(PARAM_LNFB + 1 == NUM_PARAMETER_TENSORS, "one enum value per parameter tensor");
+constexpr int PARAM_FIRST_LAYER_TENSOR = PARAM_LN1W;
+constexpr int NUM_LAYER_TENSORS = PARAM_FCPROJB - PARAM_LN1W + 1;  // 12 per transformer block
 
 // Names in checkpoint order; shapes beside them.
 inline constexpr const char* PARAMETER_TENSOR_NAMES[NUM_PARAMETER_TENSORS] = {
@@ -261,22 +278,22 @@ inline std::string gpt2_config_problem(const GPT2Config& c) {
 // Element counts of the 16 tensors in checkpoint order (shapes in PARAMETER_TENSOR_NAMES).
 inline void gpt2_param_sizes(const GPT2Config& cfg, size_t sizes[NUM_PARAMETER_TENSORS]) {
     size_t Vp = cfg.padded_vocab_size, maxT = cfg.max_seq_len, L = cfg.num_layers, C = cfg.channels;
-    sizes[0] = Vp * C;
-    sizes[1] = maxT * C;
-    sizes[2] = L * C;
-    sizes[3] = L * C;
-    sizes[4] = L * 3 * C * C;
-    sizes[5] = L * 3 * C;
-    sizes[6] = L * C * C;
-    sizes[7] = L * C;
-    sizes[8] = L * C;
-    sizes[9] = L * C;
-    sizes[10] = L * 4 * C * C;
-    sizes[11] = L * 4 * C;
-    sizes[12] = L * C * 4 * C;
-    sizes[13] = L * C;
-    sizes[14] = C;
-    sizes[15] = C;
+    sizes[PARAM_WTE] = Vp * C;
+    sizes[PARAM_WPE] = maxT * C;
+    sizes[PARAM_LN1W] = L * C;
+    sizes[PARAM_LN1B] = L * C;
+    sizes[PARAM_QKVW] = L * 3 * C * C;
+    sizes[PARAM_QKVB] = L * 3 * C;
+    sizes[PARAM_ATTPROJW] = L * C * C;
+    sizes[PARAM_ATTPROJB] = L * C;
+    sizes[PARAM_LN2W] = L * C;
+    sizes[PARAM_LN2B] = L * C;
+    sizes[PARAM_FCW] = L * 4 * C * C;
+    sizes[PARAM_FCB] = L * 4 * C;
+    sizes[PARAM_FCPROJW] = L * C * 4 * C;
+    sizes[PARAM_FCPROJB] = L * C;
+    sizes[PARAM_LNFW] = C;
+    sizes[PARAM_LNFB] = C;
 }
 
 inline size_t gpt2_num_parameters(const GPT2Config& cfg) {
@@ -288,7 +305,10 @@ inline size_t gpt2_num_parameters(const GPT2Config& cfg) {
 }
 
 // The tensors that get weight decay and a random init: wte, wpe, qkvw, attprojw, fcw, fcprojw.
-inline bool param_tensor_is_2d(int i) { return i == 0 || i == 1 || i == 4 || i == 6 || i == 10 || i == 12; }
+inline bool param_tensor_is_2d(int i) {
+    return i == PARAM_WTE || i == PARAM_WPE || i == PARAM_QKVW || i == PARAM_ATTPROJW || i == PARAM_FCW ||
+           i == PARAM_FCPROJW;
+}
 
 // GPT-2 / llm.c random initialisation (formats.md) of all parameters, in checkpoint order, written to
 // out as `dtype` (bf16 rounded to nearest even from the fp32 value): 2-D tensors N(0, 0.02), the two
@@ -306,10 +326,11 @@ inline void gpt2_init_params_random(const GPT2Config& c, uint64_t seed, DType dt
     threads = std::max(threads, 1);
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         const size_t n = sizes[i];
-        const bool is_ln_weight = (i == 2 || i == 8 || i == 14);
+        const bool is_ln_weight = (i == PARAM_LN1W || i == PARAM_LN2W || i == PARAM_LNFW);
+        const bool is_residual_proj = (i == PARAM_ATTPROJW || i == PARAM_FCPROJW);
         float std = 0.0f;
-        if (param_tensor_is_2d(i)) std = (i == 6 || i == 12) ? 0.02f / sqrtf(2.0f * c.num_layers) : 0.02f;
-        const size_t real = i == 0 ? (size_t)c.vocab_size * c.channels : n;  // wte's padded rows stay 0
+        if (param_tensor_is_2d(i)) std = is_residual_proj ? 0.02f / sqrtf(2.0f * c.num_layers) : 0.02f;
+        const size_t real = i == PARAM_WTE ? (size_t)c.vocab_size * c.channels : n;  // wte's padded rows stay 0
         auto fill = [&](size_t begin, size_t end) {
             uint64_t state = state0;
             if (std > 0.0f) random_jump(&state, draws_before + 2 * begin);
@@ -364,19 +385,27 @@ inline const char* file_kind_of_magic(int magic) {
     }
 }
 
-inline ModelFileInfo model_file_read_header(const char* path) {
+// Opens `path` (a `kind`: "model file", "debug state") and reads its 256 x int32 header into h; the
+// file must hold at least the header and h[0] must be `magic`. Returns the file, positioned after the
+// header; *size gets its length in bytes.
+inline FILE* model_file_open_header(const char* path, const char* kind, int magic, int32_t h[FILE_HEADER_INTS],
+                                    long* size) {
     FILE* fp = fopen_check(path, "rb");
-    long size = file_size_of(fp, path);
-    if (size < static_cast<long>(FILE_HEADER_BYTES)) {
-        fatal("'%s' is not a model file: %ld bytes, shorter than the %zu-byte header", path, size, FILE_HEADER_BYTES);
+    *size = file_size_of(fp, path);
+    if (*size < static_cast<long>(FILE_HEADER_BYTES)) {
+        fatal("'%s' is not a %s: %ld bytes, shorter than the %zu-byte header", path, kind, *size, FILE_HEADER_BYTES);
     }
-    int32_t h[FILE_HEADER_INTS];
     fread_check(h, sizeof(int32_t), FILE_HEADER_INTS, fp, path);
-    fclose_check(fp, path);
-    if (h[0] != MODEL_FILE_MAGIC) {
-        fatal("'%s' is not a model file: magic %d (%s), expected %d", path, h[0], file_kind_of_magic(h[0]),
-              MODEL_FILE_MAGIC);
+    if (h[0] != magic) {
+        fatal("'%s' is not a %s: magic %d (%s), expected %d", path, kind, h[0], file_kind_of_magic(h[0]), magic);
     }
+    return fp;
+}
+
+inline ModelFileInfo model_file_read_header(const char* path) {
+    int32_t h[FILE_HEADER_INTS];
+    long size = 0;
+    fclose_check(model_file_open_header(path, "model file", MODEL_FILE_MAGIC, h, &size), path);
     if (h[1] != MODEL_FILE_VERSION_FP32 && h[1] != MODEL_FILE_VERSION_BF16) {
         fatal("'%s': unsupported model file version %d (expected 3 = fp32 or 5 = bf16)", path, h[1]);
     }
@@ -492,17 +521,9 @@ struct DebugState {
 };
 
 inline DebugState debug_state_read(const char* path, const GPT2Config& cfg) {
-    FILE* fp = fopen_check(path, "rb");
-    long size = file_size_of(fp, path);
-    if (size < static_cast<long>(FILE_HEADER_BYTES)) {
-        fatal("'%s' is not a debug state: %ld bytes, shorter than the %zu-byte header", path, size, FILE_HEADER_BYTES);
-    }
     int32_t h[FILE_HEADER_INTS];
-    fread_check(h, sizeof(int32_t), FILE_HEADER_INTS, fp, path);
-    if (h[0] != DEBUG_STATE_MAGIC) {
-        fatal("'%s' is not a debug state: magic %d (%s), expected %d", path, h[0], file_kind_of_magic(h[0]),
-              DEBUG_STATE_MAGIC);
-    }
+    long size = 0;
+    FILE* fp = model_file_open_header(path, "debug state", DEBUG_STATE_MAGIC, h, &size);
     if (h[1] != 2 && h[1] != DEBUG_STATE_VERSION) {
         fatal("'%s': unsupported debug state version %d (expected 2 or 3)", path, h[1]);
     }

@@ -169,47 +169,17 @@ static bool report(const char* what, const Outputs& a, const Outputs& ref, bool 
     return ok;
 }
 
-// ----------------------------------------------------------------------------
-// device buffers for one path
-
-struct Buffers {
-    floatX *out = nullptr, *dinp = nullptr;
-    float *lse = nullptr, *scratch = nullptr;
-    size_t n_out = 0, n_dinp = 0, n_lse = 0;
-
-    Buffers(const Shape& s) {
-        const size_t C = (size_t)s.NH * HS;
-        n_out = (size_t)s.B * s.T * C;
-        n_dinp = 3 * n_out;
-        n_lse = (size_t)s.B * s.NH * s.T;
-        cudaCheck(cudaMalloc(&out, n_out * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&dinp, n_dinp * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&lse, n_lse * sizeof(float)));
-        cudaCheck(cudaMalloc(&scratch, n_lse * sizeof(float)));
-    }
-    ~Buffers() {
-        cudaFreeCheck(&out);
-        cudaFreeCheck(&dinp);
-        cudaFreeCheck(&lse);
-        cudaFreeCheck(&scratch);
-    }
-    void poison() {  // 0xFF bytes: NaN in bf16 and fp32
-        cudaCheck(cudaMemset(out, 0xFF, n_out * sizeof(floatX)));
-        cudaCheck(cudaMemset(dinp, 0xFF, n_dinp * sizeof(floatX)));
-        cudaCheck(cudaMemset(lse, 0xFF, n_lse * sizeof(float)));
-        cudaCheck(cudaMemset(scratch, 0xFF, n_lse * sizeof(float)));
-    }
-    Outputs fetch(int C) const {
-        Outputs o;
-        o.out = download(out, n_out);
-        o.lse = download(lse, n_lse);
-        const std::vector<double> all = download(dinp, n_dinp);
-        o.dq = qkv_part(all, 0, C);
-        o.dk = qkv_part(all, 1, C);
-        o.dv = qkv_part(all, 2, C);
-        return o;
-    }
-};
+// one path's outputs on the host (AttentionBuffers: attention_inputs.h)
+static Outputs fetch(const AttentionBuffers& b, int C) {
+    Outputs o;
+    o.out = download(b.out, b.n_out);
+    o.lse = download(b.lse, b.n_lse);
+    const std::vector<double> all = download(b.dinp, b.n_dinp);
+    o.dq = qkv_part(all, 0, C);
+    o.dk = qkv_part(all, 1, C);
+    o.dv = qkv_part(all, 2, C);
+    return o;
+}
 
 static bool same_bytes(const void* d_a, const void* d_b, size_t bytes) {
     std::vector<char> a(bytes), b(bytes);
@@ -229,10 +199,7 @@ static bool check_shape(const Shape& s, uint64_t seed) {
     floatX* inp = upload(qkv_h);
     floatX* dout = upload(dout_h);
 
-    Buffers tc(s), tc2(s), ref(s);
-    tc.poison();
-    tc2.poison();
-    ref.poison();
+    AttentionBuffers tc(s), tc2(s), ref(s);  // poisoned
     // the dispatching launchers = the tensor-core path in this (bf16) build
     attention_forward(tc.out, tc.lse, inp, s.B, s.T, C, s.NH, 0);
     attention_backward(tc.dinp, tc.scratch, dout, inp, tc.out, tc.lse, s.B, s.T, C, s.NH, 0);
@@ -243,7 +210,7 @@ static bool check_shape(const Shape& s, uint64_t seed) {
     attention_backward(tc2.dinp, tc2.scratch, dout, inp, tc.out, tc.lse, s.B, s.T, C, s.NH, 0);
     cudaCheck(cudaDeviceSynchronize());
 
-    const Outputs a = tc.fetch(C), r = ref.fetch(C);
+    const Outputs a = fetch(tc, C), r = fetch(ref, C);
     bool ok = report("tc vs fp32", a, r, true);
     if ((double)s.B * s.NH * s.T * s.T <= 4e6) {
         const Reference cpu = cpu_attention(s, qkv_h, dout_h);
@@ -268,27 +235,7 @@ static bool check_shape(const Shape& s, uint64_t seed) {
 }
 
 // ----------------------------------------------------------------------------
-// timing
-
-template <class F>
-static float median_ms(F&& launch, int warmup = 3, int reps = 20) {
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
-    for (int i = 0; i < warmup; i++) launch();
-    std::vector<float> ms(reps);
-    for (int i = 0; i < reps; i++) {
-        cudaCheck(cudaEventRecord(start));
-        launch();
-        cudaCheck(cudaEventRecord(stop));
-        cudaCheck(cudaEventSynchronize(stop));
-        cudaCheck(cudaEventElapsedTime(&ms[i], start, stop));
-    }
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
-    std::sort(ms.begin(), ms.end());
-    return ms[reps / 2];
-}
+// timing (GpuTimer, llmc/cuda_common.h: median of 20 back-to-back runs)
 
 struct Timing {
     Shape s;
@@ -306,18 +253,18 @@ static void time_shape(const Shape& s, std::vector<Timing>& rows) {
     fill_kernel<<<1024, 256>>>(inp, n_inp, 1234u, 1.5f);
     fill_kernel<<<1024, 256>>>(dout, n_out, 4321u, 1.0f);
     cudaCheckLaunch();
-    Buffers buf(s);
+    AttentionBuffers buf(s);
     // causal: half of the 2 matmuls of 2*T*T*HS flops each per (b, h); backward = 2.5x forward
     const double fwd_flops = 2.0 * 2.0 * s.B * s.NH * (double)s.T * s.T * HS / 2.0, bwd_flops = 2.5 * fwd_flops;
 
     auto add = [&](const char* path, float f, float b) {
         rows.push_back({s, path, f, b, fwd_flops / (f * 1e-3) / 1e12, bwd_flops / (b * 1e-3) / 1e12});
     };
-    float f = median_ms([&] { attention_forward(buf.out, buf.lse, inp, s.B, s.T, C, s.NH, 0); });
-    float b = median_ms([&] { attention_backward(buf.dinp, buf.scratch, dout, inp, buf.out, buf.lse, s.B, s.T, C, s.NH, 0); });
+    float f = GpuTimer().median_ms([&] { attention_forward(buf.out, buf.lse, inp, s.B, s.T, C, s.NH, 0); });
+    float b = GpuTimer().median_ms([&] { attention_backward(buf.dinp, buf.scratch, dout, inp, buf.out, buf.lse, s.B, s.T, C, s.NH, 0); });
     add("tensor core", f, b);
-    f = median_ms([&] { attention_forward_fp32(buf.out, buf.lse, inp, s.B, s.T, s.NH, 0); });
-    b = median_ms([&] { attention_backward_fp32(buf.dinp, buf.scratch, dout, inp, buf.out, buf.lse, s.B, s.T, s.NH, 0); });
+    f = GpuTimer().median_ms([&] { attention_forward_fp32(buf.out, buf.lse, inp, s.B, s.T, s.NH, 0); });
+    b = GpuTimer().median_ms([&] { attention_backward_fp32(buf.dinp, buf.scratch, dout, inp, buf.out, buf.lse, s.B, s.T, s.NH, 0); });
     add("fp32 cuda core", f, b);
     cudaCheck(cudaDeviceSynchronize());
     cudaFreeCheck(&inp);

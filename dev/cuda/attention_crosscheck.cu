@@ -60,32 +60,10 @@ static std::vector<float> download(const T* d, size_t n) {
     return f;
 }
 
-struct Buffers {
-    floatX *out = nullptr, *dinp = nullptr;
-    float *lse = nullptr, *scratch = nullptr;
-    size_t n_out, n_dinp, n_lse;
-    explicit Buffers(const Shape& s) {
-        n_out = (size_t)s.B * s.T * s.NH * HS;
-        n_dinp = 3 * n_out;
-        n_lse = (size_t)s.B * s.NH * s.T;
-        cudaCheck(cudaMalloc(&out, n_out * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&dinp, n_dinp * sizeof(floatX)));
-        cudaCheck(cudaMalloc(&lse, n_lse * sizeof(float)));
-        cudaCheck(cudaMalloc(&scratch, n_lse * sizeof(float)));
-        // 0xFF bytes: NaN in bf16 and fp32, so an element left unwritten fails the finite check
-        cudaCheck(cudaMemset(out, 0xFF, n_out * sizeof(floatX)));
-        cudaCheck(cudaMemset(dinp, 0xFF, n_dinp * sizeof(floatX)));
-        cudaCheck(cudaMemset(lse, 0xFF, n_lse * sizeof(float)));
-        cudaCheck(cudaMemset(scratch, 0xFF, n_lse * sizeof(float)));
-    }
-    ~Buffers() {
-        cudaFreeCheck(&out);
-        cudaFreeCheck(&dinp);
-        cudaFreeCheck(&lse);
-        cudaFreeCheck(&scratch);
-    }
-    Outputs fetch() const { return {download(out, n_out), download(lse, n_lse), download(dinp, n_dinp)}; }
-};
+// the host copies, as fp32
+static Outputs fetch(const AttentionBuffers& b) {
+    return {download(b.out, b.n_out), download(b.lse, b.n_lse), download(b.dinp, b.n_dinp)};
+}
 
 // ----------------------------------------------------------------------------
 // comparison
@@ -153,14 +131,14 @@ static bool check_shape(const Shape& s, uint64_t seed, const char* dump_dir, int
 
     Outputs impls[2];
     {
-        Buffers ours(s), cudnn(s);
+        AttentionBuffers ours(s), cudnn(s);
         attention_forward(ours.out, ours.lse, inp, s.B, s.T, C, s.NH, 0);
         attention_backward(ours.dinp, ours.scratch, dout, inp, ours.out, ours.lse, s.B, s.T, C, s.NH, 0);
         attention_forward_cudnn(cudnn.out, cudnn.lse, inp, s.B, s.T, s.NH, C, true, 0);
         attention_backward_cudnn(cudnn.dinp, dout, inp, cudnn.out, cudnn.lse, s.B, s.T, s.NH, C, 0);
         cudaCheck(cudaDeviceSynchronize());
-        impls[0] = ours.fetch();
-        impls[1] = cudnn.fetch();
+        impls[0] = fetch(ours);
+        impls[1] = fetch(cudnn);
     }
     cudaFreeCheck(&inp);
     cudaFreeCheck(&dout);

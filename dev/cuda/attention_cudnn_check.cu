@@ -176,28 +176,6 @@ bool compare(const char* name, const std::vector<T>& got, const std::vector<floa
     return ok;
 }
 
-template <class F>
-float median_ms(F&& launch, int warmup = 3, int reps = 20) {
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
-    for (int r = 0; r < warmup; r++) launch();
-    std::vector<float> times;
-    for (int r = 0; r < reps; r++) {
-        cudaCheck(cudaEventRecord(start));
-        launch();
-        cudaCheck(cudaEventRecord(stop));
-        cudaCheck(cudaEventSynchronize(stop));
-        float ms = 0;
-        cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-        times.push_back(ms);
-    }
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
-}
-
 // ----------------------------------------------------------------------------
 
 bool check_shape(int B, int T, int NH, int HS, uint32_t seed) {
@@ -280,8 +258,8 @@ bool check_shape(int B, int T, int NH, int HS, uint32_t seed) {
     // timing (graphs already built above, so this is launch + kernel time only)
     const double fwd_flops = 2.0 * B * NH * (double)T * T * HS;
     const double bwd_flops = 2.5 * fwd_flops;
-    const float fwd_ms = median_ms([&] { attention_forward_cudnn(out, stats, inp, B, T, NH, C, true, stream); });
-    const float bwd_ms = median_ms([&] { attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream); });
+    const float fwd_ms = GpuTimer().median_ms([&] { attention_forward_cudnn(out, stats, inp, B, T, NH, C, true, stream); });
+    const float bwd_ms = GpuTimer().median_ms([&] { attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream); });
     printf("  forward  %8.3f ms  %6.1f TFLOP/s   backward %8.3f ms  %6.1f TFLOP/s   (median of 20)\n",
            fwd_ms, fwd_flops / (fwd_ms * 1e9), bwd_ms, bwd_flops / (bwd_ms * 1e9));
 

@@ -1,6 +1,6 @@
 /*
- * Inputs shared by the attention labs (dev/cuda/attention.cu, dev/cuda/attention_crosscheck.cu), so both
- * draw the same kind of data: qkv (B,T,3,NH,HS) with q and k from 1.5 N(0,1) (softmax not flat) and v
+ * Inputs and output buffers shared by the attention labs (dev/cuda/attention.cu,
+ * dev/cuda/attention_crosscheck.cu), so both draw the same kind of data: qkv (B,T,3,NH,HS) with q and k from 1.5 N(0,1) (softmax not flat) and v
  * from N(0,1), and dout (B,T,NH,HS) from N(0,1), all rounded to bf16, deterministic in (seed, shape).
  */
 #pragma once
@@ -39,3 +39,37 @@ static floatX* upload(const std::vector<floatX>& h) {
     cudaCheck(cudaMemcpy(d, h.data(), h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
     return d;
 }
+
+// One implementation's outputs on the device: out (B,T,NH,HS), dinp (B,T,3,NH,HS), lse and the backward's
+// row-term scratch (B,NH,T). Allocated poisoned: 0xFF bytes are NaN in bf16 and fp32, so an element a
+// launcher leaves unwritten fails the finite checks.
+struct AttentionBuffers {
+    floatX *out = nullptr, *dinp = nullptr;
+    float *lse = nullptr, *scratch = nullptr;
+    size_t n_out = 0, n_dinp = 0, n_lse = 0;
+
+    explicit AttentionBuffers(const Shape& s) {
+        n_out = (size_t)s.B * s.T * s.NH * ATT_HS;
+        n_dinp = 3 * n_out;
+        n_lse = (size_t)s.B * s.NH * s.T;
+        cudaCheck(cudaMalloc(&out, n_out * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&dinp, n_dinp * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&lse, n_lse * sizeof(float)));
+        cudaCheck(cudaMalloc(&scratch, n_lse * sizeof(float)));
+        poison();
+    }
+    AttentionBuffers(const AttentionBuffers&) = delete;
+    AttentionBuffers& operator=(const AttentionBuffers&) = delete;
+    void poison() {
+        cudaCheck(cudaMemset(out, 0xFF, n_out * sizeof(floatX)));
+        cudaCheck(cudaMemset(dinp, 0xFF, n_dinp * sizeof(floatX)));
+        cudaCheck(cudaMemset(lse, 0xFF, n_lse * sizeof(float)));
+        cudaCheck(cudaMemset(scratch, 0xFF, n_lse * sizeof(float)));
+    }
+    ~AttentionBuffers() {
+        cudaFreeCheck(&out);
+        cudaFreeCheck(&dinp);
+        cudaFreeCheck(&lse);
+        cudaFreeCheck(&scratch);
+    }
+};

@@ -300,6 +300,19 @@ size_t count_bit_differences(const T* a, const T* b, size_t n) {
 }
 
 // ----------------------------------------------------------------------------
+// CPU references shared by several labs (in double)
+
+// tanh GELU and its derivative (llmc/gelu.cuh; the matmul lab's fused GELU epilogues)
+inline double gelu_ref(double x) {
+    return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+inline double gelu_grad_ref(double x) {
+    const double k = std::sqrt(2.0 / M_PI);
+    const double t = std::tanh(k * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// ----------------------------------------------------------------------------
 // checks: one line each, counted
 
 inline bool check(const std::string& what, bool ok, const std::string& detail = "") {
@@ -354,23 +367,13 @@ inline float time_ms(const std::function<void()>& launch, const std::function<vo
     if (setup) setup();
     launch();
     lab_sync();
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
+    GpuTimer timer;
     std::vector<float> times;
     for (int r = 0; r < L.reps; r++) {
         if (setup) setup();
         cudaCheck(cudaMemsetAsync(L.l2_flush, r & 0xFF, L.l2_flush_bytes));
-        cudaCheck(cudaEventRecord(start));
-        launch();
-        cudaCheck(cudaEventRecord(stop));
-        cudaCheck(cudaEventSynchronize(stop));
-        float ms = 0;
-        cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-        times.push_back(ms);
+        times.push_back(timer.ms(launch));
     }
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
 }

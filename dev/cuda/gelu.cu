@@ -7,15 +7,6 @@
 #include "llmc/gelu.cuh"
 #include "common.h"
 
-static double gelu_ref(double x) {
-    return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
-static double gelu_grad_ref(double x) {
-    const double k = std::sqrt(2.0 / M_PI);
-    const double t = std::tanh(k * (x + 0.044715 * x * x * x));
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
-}
-
 static void run_size(size_t n, const char* what) {
     const std::string shape = strfmt("n=%zu%s", n, what);
     printf("-- %s\n", shape.c_str());

@@ -48,6 +48,16 @@ static std::vector<double> with_ones_column(const std::vector<double>& ref, int 
     return out;
 }
 
+// Poisons out_pad (N, LD), runs launch() and checks that out_pad holds ref (N, C) followed by the
+// ones column in each row.
+static void check_padded(const std::string& what, floatX* out_pad, int N, int C, int LD, const std::vector<double>& ref,
+                         const std::function<void()>& launch) {
+    poison(out_pad, (size_t)N * LD);
+    launch();
+    lab_sync();
+    check_close(what, download(out_pad, (size_t)N * LD), with_ones_column(ref, N, C, LD), TOL_BF16);
+}
+
 static void run_shape(const Shape& s) {
     const int N = s.N, C = s.C;
     const size_t NC = (size_t)N * C;
@@ -85,11 +95,8 @@ static void run_shape(const Shape& s) {
     lab_sync();
     check_close("layernorm_forward stats only, mean [" + shape + "]", download(mean, N), ref_mean, TOL_FP32);
     check_close("layernorm_forward stats only, rstd [" + shape + "]", download(rstd, N), ref_rstd, TOL_FP32);
-    poison(out_pad, (size_t)N * LD);
-    layernorm_forward(out_pad, mean, rstd, inp, weight, bias, N, C, 0, LD);
-    lab_sync();
-    check_close("layernorm_forward out, row stride C+8 with the ones column [" + shape + "]",
-                download(out_pad, (size_t)N * LD), with_ones_column(ref_out, N, C, LD), TOL_BF16);
+    check_padded("layernorm_forward out, row stride C+8 with the ones column [" + shape + "]", out_pad, N, C, LD,
+                 ref_out, [&] { layernorm_forward(out_pad, mean, rstd, inp, weight, bias, N, C, 0, LD); });
     const float fwd_ms = time_ms([&] { layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, 0); });
     report("layernorm_forward", shape, fwd_ms, 2.0 * NC * sizeof(floatX) + 8.0 * N);
 
@@ -111,11 +118,8 @@ static void run_shape(const Shape& s) {
         layernorm_recompute(out, inp, mean, rstd, weight, bias, N, C, 0);
         lab_sync();
         check_close("layernorm_recompute out [" + shape + "]", download(out, NC), ref, TOL_BF16);
-        poison(out_pad, (size_t)N * LD);
-        layernorm_recompute(out_pad, inp, mean, rstd, weight, bias, N, C, 0, LD);
-        lab_sync();
-        check_close("layernorm_recompute out, row stride C+8 with the ones column [" + shape + "]",
-                    download(out_pad, (size_t)N * LD), with_ones_column(ref, N, C, LD), TOL_BF16);
+        check_padded("layernorm_recompute out, row stride C+8 with the ones column [" + shape + "]", out_pad, N, C, LD,
+                     ref, [&] { layernorm_recompute(out_pad, inp, mean, rstd, weight, bias, N, C, 0, LD); });
         const float ms = time_ms([&] { layernorm_recompute(out, inp, mean, rstd, weight, bias, N, C, 0); });
         report("layernorm_recompute", shape, ms, 2.0 * NC * sizeof(floatX) + 8.0 * N);
     }

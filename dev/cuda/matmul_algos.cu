@@ -20,12 +20,17 @@
 
 struct Gemm {
     std::string name;
-    int m, n, k;
-    bool trans_a, trans_b;
-    MatmulEpilogue epilogue;
-    bool accumulate;
+    MatmulDesc desc;  // packed; accumulate: C is D
     int per_step;
 };
+
+static Gemm gemm(const char* name, MatmulOp op_a, MatmulOp op_b, int m, int n, int k, MatmulEpilogue epilogue,
+                 bool accumulate, int per_step) {
+    Gemm g{name, MatmulDesc(op_a, op_b, m, n, k), per_step};
+    g.desc.epilogue = epilogue;
+    g.desc.accumulate = accumulate;
+    return g;
+}
 
 // One configuration attribute of an algorithm, read at its own width (T: the type cublasLt.h gives it;
 // the cluster shape and inner shape are uint16_t); -1 when it cannot be read.
@@ -67,7 +72,7 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
                     floatX* a, floatX* b, floatX* d, const floatX* d_ref, const floatX* d_init, floatX* bias,
                     floatX* aux, float t_heuristic) {
     MatmulContext& ctx = matmul_context();
-    const size_t nd = (size_t)g.m * g.n;
+    const size_t nd = (size_t)g.desc.m * g.desc.n;
     std::vector<cublasLtMatmulAlgo_t> configs;
     std::set<std::vector<int>> seen;
     int checked = 0;
@@ -115,14 +120,12 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
         }
     }
     auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
-        return matmul_try_run(plan, algo, d, a, b, g.accumulate ? d : nullptr, bias, aux, g.epilogue, 0);
+        return matmul_try_run(plan, algo, {d, a, b, g.desc.accumulate ? d : nullptr, bias, aux}, 0);
     };
     auto reset = [&]() {
-        if (g.accumulate) copy_device(d, d_init, nd);
+        if (g.desc.accumulate) copy_device(d, d_init, nd);
     };
-    cudaEvent_t start, stop;
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
+    GpuTimer timer;
     std::vector<std::pair<float, int>> timed;
     int equal = 0, failed = 0;
     for (size_t i = 0; i < configs.size(); i++) {
@@ -136,22 +139,14 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
         equal++;
         reset();
         cudaCheck(cudaMemsetAsync(lab().l2_flush, (int)i & 0xFF, lab().l2_flush_bytes));
-        cudaCheck(cudaEventRecord(start));
-        launch(configs[i]);
-        cudaCheck(cudaEventRecord(stop));
-        cudaCheck(cudaEventSynchronize(stop));
-        float ms = 0;
-        cudaCheck(cudaEventElapsedTime(&ms, start, stop));
-        timed.push_back({ms, (int)i});
+        timed.push_back({timer.ms([&] { launch(configs[i]); }), (int)i});
     }
-    cudaCheck(cudaEventDestroy(start));
-    cudaCheck(cudaEventDestroy(stop));
     std::sort(timed.begin(), timed.end());
     float best = t_heuristic;
     std::string best_desc = "(none faster: the heuristic's)";
     for (size_t j = 0; j < timed.size() && j < 3; j++) {
         const cublasLtMatmulAlgo_t& algo = configs[timed[j].second];
-        const float ms = time_ms([&] { launch(algo); }, g.accumulate ? std::function<void()>(reset) : nullptr);
+        const float ms = time_ms([&] { launch(algo); }, g.desc.accumulate ? std::function<void()>(reset) : nullptr);
         printf("   search #%zu %8.4f ms (single run %.4f)  %s\n", j, ms, timed[j].first, describe(algo).c_str());
         if (ms < best) best = ms, best_desc = describe(algo);
     }
@@ -163,8 +158,8 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
 }
 
 static void survey(const Gemm& g, int max_candidates, Summary& total) {
-    const size_t na = (size_t)g.m * g.k, nb = (size_t)g.k * g.n, nd = (size_t)g.m * g.n;
-    const bool has_bias = epilogue_has_bias(g.epilogue), has_aux = epilogue_has_aux(g.epilogue);
+    const size_t na = (size_t)g.desc.m * g.desc.k, nb = (size_t)g.desc.k * g.desc.n, nd = (size_t)g.desc.m * g.desc.n;
+    const bool has_bias = epilogue_has_bias(g.desc.epilogue), has_aux = epilogue_has_aux(g.desc.epilogue);
     floatX *a, *b, *d, *d_first, *d_ref, *d_init = nullptr, *bias = nullptr, *aux = nullptr;
     cudaCheck(cudaMalloc(&a, na * sizeof(floatX)));
     cudaCheck(cudaMalloc(&b, nb * sizeof(floatX)));
@@ -173,31 +168,31 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
     cudaCheck(cudaMalloc(&d_ref, nd * sizeof(floatX)));
     fill_uniform(a, na, -1.f, 1.f);
     fill_uniform(b, nb, -1.f, 1.f);
-    if (g.accumulate) {
+    if (g.desc.accumulate) {
         cudaCheck(cudaMalloc(&d_init, nd * sizeof(floatX)));
         fill_uniform(d_init, nd, -1.f, 1.f);
     }
     if (has_bias) {
-        cudaCheck(cudaMalloc(&bias, g.m * sizeof(floatX)));
-        fill_uniform(bias, g.m, -0.5f, 0.5f);
+        cudaCheck(cudaMalloc(&bias, g.desc.m * sizeof(floatX)));
+        fill_uniform(bias, g.desc.m, -0.5f, 0.5f);
     }
     if (has_aux) {
         cudaCheck(cudaMalloc(&aux, nd * sizeof(floatX)));
         fill_uniform(aux, nd, -2.f, 2.f);  // dGELU reads it; the GELU forward overwrites it
     }
-    MatmulPlan plan = matmul_plan_describe(g.m, g.n, g.k, g.trans_a, g.trans_b, g.epilogue);
+    MatmulPlan plan = matmul_plan_describe(g.desc);
     const std::vector<cublasLtMatmulHeuristicResult_t> cands = matmul_algo_candidates(plan, max_candidates);
-    printf("-- %s: m=%d n=%d k=%d x%d per step, %zu candidates\n", g.name.c_str(), g.m, g.n, g.k, g.per_step,
+    printf("-- %s: m=%d n=%d k=%d x%d per step, %zu candidates\n", g.name.c_str(), g.desc.m, g.desc.n, g.desc.k, g.per_step,
            cands.size());
-    const double flops = 2.0 * g.m * g.n * g.k;
+    const double flops = 2.0 * g.desc.m * g.desc.n * g.desc.k;
     float t_def = 0, t_best = 1e30f, t_best_eq = 1e30f;
     int i_best = -1, i_best_eq = -1;
     for (size_t i = 0; i < cands.size(); i++) {
         const cublasLtMatmulAlgo_t& algo = cands[i].algo;
         auto reset = [&]() {
-            if (g.accumulate) copy_device(d, d_init, nd);
+            if (g.desc.accumulate) copy_device(d, d_init, nd);
         };
-        auto launch = [&]() { matmul_run(plan, algo, d, a, b, g.accumulate ? d : nullptr, bias, aux, g.epilogue, 0); };
+        auto launch = [&]() { matmul_run(plan, algo, {d, a, b, g.desc.accumulate ? d : nullptr, bias, aux}, 0); };
         reset();
         launch();
         lab_sync();
@@ -209,7 +204,7 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
         const size_t bad = count_nonfinite(d, nd);
         if (i == 0) copy_device(d_ref, d, nd);
         const size_t ref_diff = i == 0 ? 0 : count_bit_differences(d, d_ref, nd);
-        const float ms = time_ms(launch, g.accumulate ? std::function<void()>(reset) : nullptr);
+        const float ms = time_ms(launch, g.desc.accumulate ? std::function<void()>(reset) : nullptr);
         const bool ok = rerun_diff == 0 && bad == 0;
         if (!ok) {
             check(strfmt("%s candidate %zu deterministic and finite", g.name.c_str(), i), false,
@@ -225,8 +220,8 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
         printf("   default %.4f ms, fastest [%d] %.4f ms (%.1f%%), fastest bitwise-equal [%d] %.4f ms (%.1f%%)\n", t_def,
                i_best, t_best, 100.0 * (t_def - t_best) / t_def, i_best_eq, t_best_eq,
                100.0 * (t_def - t_best_eq) / t_def);
-        report(g.name + " default", strfmt("%dx%dx%d", g.m, g.n, g.k), t_def, 0, flops);
-        report(g.name + " fastest", strfmt("%dx%dx%d", g.m, g.n, g.k), t_best, 0, flops);
+        report(g.name + " default", strfmt("%dx%dx%d", g.desc.m, g.desc.n, g.desc.k), t_def, 0, flops);
+        report(g.name + " fastest", strfmt("%dx%dx%d", g.desc.m, g.desc.n, g.desc.k), t_best, 0, flops);
         const float t_searched = env_or("MATMUL_ALGOS_SEARCH", 0) != 0
                                      ? search(g, plan, cands, a, b, d, d_ref, d_init, bias, aux, t_best_eq)
                                      : t_best_eq;
@@ -240,9 +235,8 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
         // the trainer's path: the first call of a shape autotunes (llmc/matmul.cuh); what it leaves must be
         // bitwise what one call with candidate 0 leaves (an accumulated output restored between trials)
         matmul_context().autotune = true;
-        if (g.accumulate) copy_device(d, d_init, nd);
-        matmul_cublaslt(d, a, b, g.accumulate ? d : nullptr, bias, aux, g.m, g.n, g.k, g.trans_a, g.trans_b,
-                        g.epilogue, 0);
+        if (g.desc.accumulate) copy_device(d, d_init, nd);
+        matmul_cublaslt(g.desc, {d, a, b, g.desc.accumulate ? d : nullptr, bias, aux}, 0);
         lab_sync();
         const size_t diff = count_bit_differences(d, d_ref, nd);
         check(g.name + " autotuned call == candidate 0", diff == 0, strfmt("%zu bytes differ", diff));
@@ -261,25 +255,26 @@ int main() {
     const int max_candidates = (int)env_or("MATMUL_ALGOS_MAX", 32);
     const int C = 768, L = 12, Vp = 50304;
     using E = MatmulEpilogue;
+    using Op = MatmulOp;
     // the calls of gpt2_forward / gpt2_backward (llmc/gpt2.cuh) through matmul_forward / matmul_backward,
     // packed. (The trainer's qkv and fc inputs have row stride C + MATMUL_BIAS_PAD: their forward reads
     // with ldb = C + 8, their weight gradient is m = C + 8 into fp32; the matmul lab's "+pad" cases time those.)
     const std::vector<Gemm> gemms = {
-        {"qkv fwd", 3 * C, N, C, true, false, E::Bias, false, L},
-        {"attproj fwd", C, N, C, true, false, E::Bias, false, L},
-        {"fc fwd (gelu)", 4 * C, N, C, true, false, E::GeluAuxBias, false, L},
-        {"fcproj fwd", C, N, 4 * C, true, false, E::Bias, false, L},
-        {"lm head fwd", Vp, N, C, true, false, E::None, false, 1},
-        {"lm head dinp", C, N, Vp, false, false, E::None, false, 1},
-        {"lm head dweight", C, Vp, N, false, true, E::None, true, 1},
-        {"fcproj dinp (dgelu)", 4 * C, N, C, false, false, E::DGelu, false, L},
-        {"fcproj dweight", 4 * C, C, N, false, true, E::None, true, L},
-        {"fc dinp", C, N, 4 * C, false, false, E::None, false, L},
-        {"fc dweight", C, 4 * C, N, false, true, E::None, true, L},
-        {"attproj dinp", C, N, C, false, false, E::None, false, L},
-        {"attproj dweight", C, C, N, false, true, E::None, true, L},
-        {"qkv dinp", C, N, 3 * C, false, false, E::None, false, L},
-        {"qkv dweight", C, 3 * C, N, false, true, E::None, true, L},
+        gemm("qkv fwd", Op::T, Op::N, 3 * C, N, C, E::Bias, false, L),
+        gemm("attproj fwd", Op::T, Op::N, C, N, C, E::Bias, false, L),
+        gemm("fc fwd (gelu)", Op::T, Op::N, 4 * C, N, C, E::GeluAuxBias, false, L),
+        gemm("fcproj fwd", Op::T, Op::N, C, N, 4 * C, E::Bias, false, L),
+        gemm("lm head fwd", Op::T, Op::N, Vp, N, C, E::None, false, 1),
+        gemm("lm head dinp", Op::N, Op::N, C, N, Vp, E::None, false, 1),
+        gemm("lm head dweight", Op::N, Op::T, C, Vp, N, E::None, true, 1),
+        gemm("fcproj dinp (dgelu)", Op::N, Op::N, 4 * C, N, C, E::DGelu, false, L),
+        gemm("fcproj dweight", Op::N, Op::T, 4 * C, C, N, E::None, true, L),
+        gemm("fc dinp", Op::N, Op::N, C, N, 4 * C, E::None, false, L),
+        gemm("fc dweight", Op::N, Op::T, C, 4 * C, N, E::None, true, L),
+        gemm("attproj dinp", Op::N, Op::N, C, N, C, E::None, false, L),
+        gemm("attproj dweight", Op::N, Op::T, C, C, N, E::None, true, L),
+        gemm("qkv dinp", Op::N, Op::N, C, N, 3 * C, E::None, false, L),
+        gemm("qkv dweight", Op::N, Op::T, C, 3 * C, N, E::None, true, L),
     };
     Summary total;
     for (const Gemm& g : gemms) survey(g, max_candidates, total);
