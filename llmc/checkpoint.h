@@ -106,6 +106,12 @@ inline void checkpoint_read(CheckpointRead* out, const std::string& dir, int ste
         fatal("checkpoint '%s' has a different model configuration than %s", r.model_path.c_str(), cfg_source.c_str());
     }
     const RunState peek = run_state_peek(r.state_path);
+    if (!peek.llmc_zero_layout && peek.num_processes > 1 && shard < gpt2_num_parameters(expect)) {
+        fatal("'%s' holds a ZeRO-1 optimizer shard of %d processes in the layout of an earlier gpt2cu build "
+              "(one contiguous slice; this build uses llm.c's 1/P of every tensor of every layer), so its m, v "
+              "and master weights would land on the wrong parameters: resume it with the build that wrote it, "
+              "or start fresh (without -y 1, or with another -o)", r.state_path.c_str(), peek.num_processes);
+    }
     const StateBody body = state_body_to_read(bf16_build, master_weights, peek.use_master_weights, shard);
     if (!body.refused.empty()) fatal("'%s' %s", r.state_path.c_str(), body.refused.c_str());
     r.m.resize(shard);

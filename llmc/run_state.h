@@ -12,6 +12,9 @@
  *   7 = 1: the two outlier-detector windows follow the shuffle section (ours)
  *   8 = 1: the shuffle section is llm.c's (with the 2,520-byte MT19937 state) (ours; files of earlier
  *          builds with slot 6 = 2 and slot 5 = 1 had another one: refused with a message)
+ *   9 = 1: under ZeRO-1 the optimizer body is this process's chunks of every tensor of every layer, in
+ *          llm.c's layout (llmc/zero_shards.h) (ours; earlier builds kept one contiguous slice, which
+ *          differs for P > 1: checkpoint_read refuses such a -z 1 file; llm.c's files have llm.c's layout)
  *   34-35 data loader epochs completed (ours; for information)
  *   42-43 bytes of the optimizer body (m, v, master) (ours; gives a clear message on a size mismatch)
  * Body: the caller's host buffers back to back (AdamW m, v, then master weights if slot 4 is 1; each
@@ -82,6 +85,7 @@ constexpr int32_t RUN_STATE_CHECKSUM_BODY_ONLY = 1;  // slot 6 of files from ear
 constexpr int32_t RUN_STATE_CHECKSUM_WHOLE = 2;      // slot 6: checksum covers header and body
 constexpr int RUN_STATE_CHECKSUM_SLOT = 40;
 constexpr int RUN_STATE_LLMC_SHUFFLE_SLOT = 8;         // 1: the shuffle section is llm.c's layout
+constexpr int RUN_STATE_LLMC_ZERO_SLOT = 9;            // 1: ZeRO-1 shards in llm.c's per-tensor, per-layer layout
 
 struct HostBuffer {
     void* ptr;
@@ -101,6 +105,7 @@ struct RunState {
     OutlierDetector loss_outlier;
     OutlierDetector grad_norm_outlier;
     uint64_t body_bytes = 0;           // set by peek/read: bytes of m, v, master in the file (0: unknown)
+    bool llmc_zero_layout = true;      // set by peek/read: false for our files from before slot 9
 };
 
 // ----------------------------------------------------------------------------
@@ -222,6 +227,7 @@ inline void run_state_write(const std::string& path, const RunState& rs, const s
     header[6] = RUN_STATE_CHECKSUM_WHOLE;
     header[7] = rs.has_outliers ? 1 : 0;
     header[RUN_STATE_LLMC_SHUFFLE_SLOT] = 1;
+    header[RUN_STATE_LLMC_ZERO_SLOT] = 1;
     header[10] = rs.step;
     run_state_put_u64_(header, 20, rs.rng_state);
     run_state_put_u64_(header, 22, rs.rng_state_last_update);
@@ -262,7 +268,7 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
     if (header[1] != RUN_STATE_VERSION) {
         fatal("run state file '%s' has version %d, expected %d", p, header[1], RUN_STATE_VERSION);
     }
-    for (int slot : {4, 5, 7, RUN_STATE_LLMC_SHUFFLE_SLOT}) {
+    for (int slot : {4, 5, 7, RUN_STATE_LLMC_SHUFFLE_SLOT, RUN_STATE_LLMC_ZERO_SLOT}) {
         if (header[slot] != 0 && header[slot] != 1) {
             fatal("run state file '%s' is corrupted (header slot %d = %d, must be 0 or 1)", p, slot, header[slot]);
         }
@@ -282,7 +288,7 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
               "that wrote it, or start fresh (without -y 1, or with another -o)", p);
     }
     if (header[6] == 0) {
-        for (int slot : {7, RUN_STATE_LLMC_SHUFFLE_SLOT, 34, 35, 40, 41, 42, 43}) {
+        for (int slot : {7, RUN_STATE_LLMC_SHUFFLE_SLOT, RUN_STATE_LLMC_ZERO_SLOT, 34, 35, 40, 41, 42, 43}) {
             if (header[slot] != 0) {
                 fatal("run state file '%s' is corrupted: it has gpt2cu's header slot %d set (%d) but no checksum "
                       "(slot 6 = 0); gpt2cu always writes one", p, slot, header[slot]);
@@ -302,6 +308,7 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
     rs.loader.sample_idx = run_state_get_u64_(header, 32);
     rs.loader.epoch = run_state_get_u64_(header, 34);
     rs.body_bytes = run_state_get_u64_(header, 42);
+    rs.llmc_zero_layout = header[6] == 0 || header[RUN_STATE_LLMC_ZERO_SLOT] == 1;
     if (rs.num_processes < 1 || rs.process_rank < 0 || rs.process_rank >= rs.num_processes || rs.step < 0) {
         fatal("run state file '%s' is corrupted (rank %d of %d processes, step %d)", p, rs.process_rank,
               rs.num_processes, rs.step);

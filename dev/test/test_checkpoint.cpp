@@ -165,6 +165,37 @@ TEST(CheckpointRead, ZeroShardOfOneRank) {
                 ::testing::ExitedWithCode(1), "holds [0-9]+ bytes of optimizer state but this run needs");
 }
 
+// Our files from before header slot 9 kept ZeRO-1 shards as one contiguous slice: with P > 1 they are
+// refused (the same bytes in another order); with P = 1 or without ZeRO-1 the layouts coincide.
+TEST(CheckpointRead, EarlierZeroLayoutRefused) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    const size_t shard = n / 4;
+    const std::string state = ckpt_state_path(f.dir.path, Fixture::kStep, 2);
+    f.write_state(state_body_to_write(true, true, true, shard), 4, 2);
+    std::vector<uint8_t> bytes = read_bytes(state);
+    int32_t slot9;
+    memcpy(&slot9, &bytes[4 * 9], 4);
+    EXPECT_EQ(slot9, 1);
+    CheckpointRead r;
+    checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 4, 2, shard, true, true);
+    bytes[4 * 9] = 0;  // as an earlier build wrote it
+    write_file(state, bytes);
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 4, 2, shard, true, true),
+                ::testing::ExitedWithCode(1), "state_00000007_00002.bin' holds a ZeRO-1 optimizer shard of 4 "
+                "processes in the layout of an earlier gpt2cu build");
+    // P = 1: slot 9 = 0 passes the layout check (both layouts are the checkpoint order) and the read goes
+    // on to the checksum, which the edit broke
+    Fixture g;
+    g.write_state(state_body_to_write(true, true, true, n));
+    const std::string state1 = ckpt_state_path(g.dir.path, Fixture::kStep, 0);
+    std::vector<uint8_t> one = read_bytes(state1);
+    one[4 * 9] = 0;
+    write_file(state1, one);
+    EXPECT_EXIT(checkpoint_read(&r, g.dir.path, Fixture::kStep, g.cfg, "-e test", 1, 0, n, true, true),
+                ::testing::ExitedWithCode(1), "checksum mismatch");  // past the layout check, to the checksum
+}
+
 TEST(CheckpointRead, Refusals) {
     Fixture f;
     const size_t n = gpt2_num_parameters(f.cfg);

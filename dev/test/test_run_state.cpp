@@ -637,7 +637,7 @@ TEST(RunState, FileWithoutChecksumReadsWithAWarning) {
     std::vector<uint8_t> bytes = read_bytes(path);
     int32_t* h = (int32_t*)bytes.data();
     h[6] = 0;
-    for (int slot : {8, 40, 41, 42, 43}) h[slot] = 0;
+    for (int slot : {8, 9, 40, 41, 42, 43}) h[slot] = 0;
     write_file(path, bytes);
     Opt b(32, 9.0f);
     ::testing::internal::CaptureStderr();
