@@ -354,13 +354,13 @@ __device__ __forceinline__ void att_load_kv_async(uint32_t dst_k, uint32_t dst_v
     att_load_tile_async(dst_v, qkv + 2 * C, row0, T, stride);
 }
 
-// The wait of one step of the double-buffered tile loops (stage step % 2 holds this step's tile, the
-// other stage gets the next one): load_next() starts the copies of the next tile if there is one
-// (has_next), or the caller has started them itself and uses the overload without it. Waits for this
-// step's tile (with a next tile in flight, all copy groups but the newest; else all), then a block
-// barrier. (Forward and dQ start their K/V copies themselves; through the callback, ptxas gives the
-// forward kernel 3 more registers. dK/dV passes its copies in; started before the call, it is dK/dV
-// that gets 3 more.)
+// One step's wait in the double-buffered tile loops (stage step % 2 holds this step's tile, the other
+// stage receives the next one). With a next tile (has_next), load_next() starts its copies (or the
+// caller has started them already and uses the overload without load_next) and every copy group but
+// that newest one is waited for; on the last step all are. Then a block barrier.
+// Both spellings keep the generated code as it was: ptxas gives the forward kernel 3 more registers
+// when its K/V copies go through the callback, and the dK/dV kernel 3 more when its copies are
+// started before the call.
 template <class LoadNext>
 __device__ __forceinline__ void att_pipeline_wait(bool has_next, LoadNext&& load_next) {
     if (has_next) {
