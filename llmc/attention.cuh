@@ -346,6 +346,36 @@ __device__ __forceinline__ void att_load_stats_async(float* dst_a, float* dst_b,
     att_cp_async4(att_smem_addr((threadIdx.x < ATT_TC_TILE ? dst_a : dst_b) + r), src, valid);
 }
 
+// K and V rows row0..row0+63 of one head into two swizzled tiles; qkv points at the head's q in the
+// (B,T,3,NH,HS) layout, so k is C further on and v 2C.
+__device__ __forceinline__ void att_load_kv_async(uint32_t dst_k, uint32_t dst_v, const __nv_bfloat16* qkv, int C,
+                                                  int row0, int T, int stride) {
+    att_load_tile_async(dst_k, qkv + C, row0, T, stride);
+    att_load_tile_async(dst_v, qkv + 2 * C, row0, T, stride);
+}
+
+// One step's wait in the double-buffered tile loops (stage step % 2 holds this step's tile, the other
+// stage receives the next one). With a next tile (has_next), load_next() starts its copies (or the
+// caller has started them already and uses the overload without load_next) and every copy group but
+// that newest one is waited for; on the last step all are. Then a block barrier.
+// Both spellings keep the generated code as it was: ptxas gives the forward kernel 3 more registers
+// when its K/V copies go through the callback, and the dK/dV kernel 3 more when its copies are
+// started before the call.
+template <class LoadNext>
+__device__ __forceinline__ void att_pipeline_wait(bool has_next, LoadNext&& load_next) {
+    if (has_next) {
+        load_next();
+        att_cp_async_commit();
+        att_cp_async_wait<1>();
+    } else {
+        att_cp_async_wait<0>();
+    }
+    __syncthreads();
+}
+__device__ __forceinline__ void att_pipeline_wait(bool has_next) {
+    att_pipeline_wait(has_next, [] {});
+}
+
 // A operand of the 16x64 row block starting at row0 of a swizzled tile; a[kc] = columns 16kc..16kc+15.
 // Lanes 0-15 address rows row0+0..15 at chunk 2kc (matrices a0, a1), lanes 16-31 the same rows at
 // chunk 2kc+1 (a2, a3).
@@ -459,8 +489,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_forward_tc_kernel(__
     const uint32_t sq_a = att_smem_addr(sq), sk_a = att_smem_addr(sk), sv_a = att_smem_addr(sv);
 
     att_load_tile_async(sq_a, qkv, qt * ATT_TC_TILE, T, stride);
-    att_load_tile_async(sk_a, qkv + C, 0, T, stride);
-    att_load_tile_async(sv_a, qkv + 2 * C, 0, T, stride);
+    att_load_kv_async(sk_a, sv_a, qkv, C, 0, T, stride);
     att_cp_async_commit();
 
     const int row_lo = qt * ATT_TC_TILE + warp * 16 + g;  // this lane's rows: row_lo and row_lo + 8
@@ -472,15 +501,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_forward_tc_kernel(__
     for (int j = 0; j <= qt; j++) {
         const int st = j % 2;
         const uint32_t cur = st * ATT_TC_TILE_BYTES, nxt = (st ^ 1) * ATT_TC_TILE_BYTES;  // stage offsets
-        if (j < qt) {
-            att_load_tile_async(sk_a + nxt, qkv + C, (j + 1) * ATT_TC_TILE, T, stride);
-            att_load_tile_async(sv_a + nxt, qkv + 2 * C, (j + 1) * ATT_TC_TILE, T, stride);
-            att_cp_async_commit();
-            att_cp_async_wait<1>();
-        } else {
-            att_cp_async_wait<0>();
-        }
-        __syncthreads();
+        if (j < qt) att_load_kv_async(sk_a + nxt, sv_a + nxt, qkv, C, (j + 1) * ATT_TC_TILE, T, stride);
+        att_pipeline_wait(j < qt);
         if (j == 0) att_load_a(qa, sq_a, warp * 16);
 
         float s[8][4];
@@ -563,8 +585,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_tc_kern
     const uint32_t sq_a = att_smem_addr(sq), sdo_a = att_smem_addr(sdo);
 
     // K and V of this tile pass through stage 1 into registers; stage 0 gets the first query tile
-    att_load_tile_async(sq_a + ATT_TC_TILE_BYTES, qkv + C, kt * ATT_TC_TILE, T, stride);
-    att_load_tile_async(sdo_a + ATT_TC_TILE_BYTES, qkv + 2 * C, kt * ATT_TC_TILE, T, stride);
+    att_load_kv_async(sq_a + ATT_TC_TILE_BYTES, sdo_a + ATT_TC_TILE_BYTES, qkv, C, kt * ATT_TC_TILE, T, stride);
     att_load_tile_async(sq_a, qkv, kt * ATT_TC_TILE, T, stride);
     att_load_tile_async(sdo_a, go, kt * ATT_TC_TILE, T, C);
     att_load_stats_async(slse[0], sd[0], lse_row, d_row, kt * ATT_TC_TILE, T);
@@ -583,17 +604,12 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_tc_kern
     for (int i = kt; i < nq; i++) {
         const int st = (i - kt) % 2;
         const uint32_t cur = st * ATT_TC_TILE_BYTES, nxt = (st ^ 1) * ATT_TC_TILE_BYTES;  // stage offsets
-        if (i + 1 < nq) {
+        att_pipeline_wait(i + 1 < nq, [&] {
             const int next = (i + 1) * ATT_TC_TILE;
             att_load_tile_async(sq_a + nxt, qkv, next, T, stride);
             att_load_tile_async(sdo_a + nxt, go, next, T, C);
             att_load_stats_async(slse[st ^ 1], sd[st ^ 1], lse_row, d_row, next, T);
-            att_cp_async_commit();
-            att_cp_async_wait<1>();
-        } else {
-            att_cp_async_wait<0>();
-        }
-        __syncthreads();
+        });
 
         float s[8][4];
         att_zero(s);
@@ -652,8 +668,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_tc_kerne
     // Q and dO of this tile pass through stage 1 into registers; stage 0 gets key tile 0
     att_load_tile_async(sk_a + ATT_TC_TILE_BYTES, qkv, qt * ATT_TC_TILE, T, stride);
     att_load_tile_async(sv_a + ATT_TC_TILE_BYTES, go, qt * ATT_TC_TILE, T, C);
-    att_load_tile_async(sk_a, qkv + C, 0, T, stride);
-    att_load_tile_async(sv_a, qkv + 2 * C, 0, T, stride);
+    att_load_kv_async(sk_a, sv_a, qkv, C, 0, T, stride);
     att_cp_async_commit();
 
     const int row_lo = qt * ATT_TC_TILE + warp * 16 + g;  // this lane's queries: row_lo and row_lo + 8
@@ -677,15 +692,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_tc_kerne
     for (int j = 0; j <= qt; j++) {
         const int st = j % 2;
         const uint32_t cur = st * ATT_TC_TILE_BYTES, nxt = (st ^ 1) * ATT_TC_TILE_BYTES;  // stage offsets
-        if (j < qt) {
-            att_load_tile_async(sk_a + nxt, qkv + C, (j + 1) * ATT_TC_TILE, T, stride);
-            att_load_tile_async(sv_a + nxt, qkv + 2 * C, (j + 1) * ATT_TC_TILE, T, stride);
-            att_cp_async_commit();
-            att_cp_async_wait<1>();
-        } else {
-            att_cp_async_wait<0>();
-        }
-        __syncthreads();
+        if (j < qt) att_load_kv_async(sk_a + nxt, sv_a + nxt, qkv, C, (j + 1) * ATT_TC_TILE, T, stride);
+        att_pipeline_wait(j < qt);
 
         float s[8][4], dp[8][4];
         att_zero(s);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "llmc/attention.cuh"
+#include "common.h"
 #include "attention_inputs.h"  // host-generated inputs: the dump holds exactly what both implementations read
 #include "llmc/cudnn_att.h"
 
@@ -51,16 +52,7 @@ struct Outputs {
     std::vector<float> out, lse, dinp;
 };
 
-template <class T>
-static std::vector<float> download(const T* d, size_t n) {
-    std::vector<T> h(n);
-    cudaCheck(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    std::vector<float> f(n);
-    for (size_t i = 0; i < n; i++) f[i] = (float)h[i];
-    return f;
-}
-
-// the host copies, as fp32
+// the host copies, as fp32 (download: common.h)
 static Outputs fetch(const AttentionBuffers& b) {
     return {download(b.out, b.n_out), download(b.lse, b.n_lse), download(b.dinp, b.n_dinp)};
 }
@@ -97,14 +89,7 @@ static bool compare(const char* name, const std::vector<float>& a, const std::ve
 
 static void write_dump(const std::string& path, const Shape& s, const std::vector<floatX>& qkv,
                        const std::vector<floatX>& dout, const Outputs* impls, int num_impls) {
-    int header[kDumpHeaderInts] = {};
-    header[0] = kDumpMagic;
-    header[1] = kDumpVersion;
-    header[2] = s.B;
-    header[3] = s.T;
-    header[4] = s.NH;
-    header[5] = HS;
-    header[6] = num_impls;
+    const int header[kDumpHeaderInts] = {kDumpMagic, kDumpVersion, s.B, s.T, s.NH, HS, num_impls};  // the rest 0
     static_assert(sizeof(floatX) == sizeof(uint16_t), "bf16 is dumped as its 16 bits");
     FILE* fp = fopen_check(path.c_str(), "wb");
     fwrite_check(header, sizeof(int), kDumpHeaderInts, fp, path.c_str());

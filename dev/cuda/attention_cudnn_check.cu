@@ -51,13 +51,26 @@ __device__ float dot_smem_global(const float* a, const floatX* b, int n) {
     return sum;
 }
 
+// The block's threads copy one head row (n values) into shared memory (the caller syncs before others read it).
+__device__ void load_row(float* dst, const floatX* src, int n) {
+    for (int d = threadIdx.x; d < n; d += blockDim.x) dst[d] = (float)src[d];
+}
+
+// sum over rows r = r0..r1-1 of w[r] * x[at(r) + d], at(r) = where row r (of the block's b, h) starts in x
+template <class At>
+__device__ float weighted_row_sum(const float* w, const floatX* x, int r0, int r1, int d, At at) {
+    float acc = 0.f;
+    for (int r = r0; r < r1; r++) acc += w[r] * (float)x[at(r) + d];
+    return acc;
+}
+
 // one block per (b, h, query row i): out_i = softmax(q_i K^T * scale) V, lse_i = log sum exp
 __global__ void attention_forward_reference(float* out, float* lse, const floatX* inp, Dims D, float scale) {
     extern __shared__ float smem[];
     float* q = smem;              // (HS)
     float* p = smem + D.HS;       // (T)
     const int i = blockIdx.x % D.T, h = (blockIdx.x / D.T) % D.NH, b = blockIdx.x / (D.T * D.NH);
-    for (int d = threadIdx.x; d < D.HS; d += blockDim.x) q[d] = (float)inp[D.qkv(b, i, 0, h) + d];
+    load_row(q, inp + D.qkv(b, i, 0, h), D.HS);
     __syncthreads();
     float local_max = -INFINITY;
     for (int j = threadIdx.x; j <= i; j += blockDim.x) {
@@ -72,9 +85,7 @@ __global__ void attention_forward_reference(float* out, float* lse, const floatX
     }
     const float row_sum = block_reduce_sum(local_sum);  // its __syncthreads also publishes p[]
     for (int d = threadIdx.x; d < D.HS; d += blockDim.x) {
-        float acc = 0.f;
-        for (int j = 0; j <= i; j++) acc += p[j] * (float)inp[D.qkv(b, j, 2, h) + d];
-        out[D.bthd(b, i, h) + d] = acc / row_sum;
+        out[D.bthd(b, i, h) + d] = weighted_row_sum(p, inp, 0, i + 1, d, [&](int j) { return D.qkv(b, j, 2, h); }) / row_sum;
     }
     if (threadIdx.x == 0) lse[((size_t)b * D.NH + h) * D.T + i] = row_max + logf(row_sum);
 }
@@ -88,12 +99,10 @@ __global__ void attention_backward_dq_reference(float* dq, float* delta, const f
     float* dO = smem + D.HS;         // (HS)
     float* ds = smem + 2 * D.HS;     // (T)
     const int i = blockIdx.x % D.T, h = (blockIdx.x / D.T) % D.NH, b = blockIdx.x / (D.T * D.NH);
-    float local = 0.f;
-    for (int d = threadIdx.x; d < D.HS; d += blockDim.x) {
-        q[d] = (float)inp[D.qkv(b, i, 0, h) + d];
-        dO[d] = (float)dout[D.bthd(b, i, h) + d];
-        local += dO[d] * out[D.bthd(b, i, h) + d];
-    }
+    load_row(q, inp + D.qkv(b, i, 0, h), D.HS);
+    load_row(dO, dout + D.bthd(b, i, h), D.HS);
+    float local = 0.f;  // each thread reads back only the dO[d] it wrote
+    for (int d = threadIdx.x; d < D.HS; d += blockDim.x) local += dO[d] * out[D.bthd(b, i, h) + d];
     const float delta_i = block_reduce_sum(local);  // its __syncthreads also publishes q[], dO[]
     const float lse_i = lse[((size_t)b * D.NH + h) * D.T + i];
     for (int j = threadIdx.x; j <= i; j += blockDim.x) {
@@ -103,9 +112,7 @@ __global__ void attention_backward_dq_reference(float* dq, float* delta, const f
     }
     __syncthreads();
     for (int d = threadIdx.x; d < D.HS; d += blockDim.x) {
-        float acc = 0.f;
-        for (int j = 0; j <= i; j++) acc += ds[j] * (float)inp[D.qkv(b, j, 1, h) + d];
-        dq[D.bthd(b, i, h) + d] = scale * acc;
+        dq[D.bthd(b, i, h) + d] = scale * weighted_row_sum(ds, inp, 0, i + 1, d, [&](int j) { return D.qkv(b, j, 1, h); });
     }
     if (threadIdx.x == 0) delta[((size_t)b * D.NH + h) * D.T + i] = delta_i;
 }
@@ -119,10 +126,8 @@ __global__ void attention_backward_dkdv_reference(float* dk, float* dv, const fl
     float* p = smem + 2 * D.HS;            // (T)
     float* ds = smem + 2 * D.HS + D.T;     // (T)
     const int j = blockIdx.x % D.T, h = (blockIdx.x / D.T) % D.NH, b = blockIdx.x / (D.T * D.NH);
-    for (int d = threadIdx.x; d < D.HS; d += blockDim.x) {
-        k[d] = (float)inp[D.qkv(b, j, 1, h) + d];
-        v[d] = (float)inp[D.qkv(b, j, 2, h) + d];
-    }
+    load_row(k, inp + D.qkv(b, j, 1, h), D.HS);
+    load_row(v, inp + D.qkv(b, j, 2, h), D.HS);
     __syncthreads();
     for (int i = j + threadIdx.x; i < D.T; i += blockDim.x) {
         const size_t row = ((size_t)b * D.NH + h) * D.T + i;
@@ -131,13 +136,8 @@ __global__ void attention_backward_dkdv_reference(float* dk, float* dv, const fl
     }
     __syncthreads();
     for (int d = threadIdx.x; d < D.HS; d += blockDim.x) {
-        float acc_v = 0.f, acc_k = 0.f;
-        for (int i = j; i < D.T; i++) {
-            acc_v += p[i] * (float)dout[D.bthd(b, i, h) + d];
-            acc_k += ds[i] * (float)inp[D.qkv(b, i, 0, h) + d];
-        }
-        dv[D.bthd(b, j, h) + d] = acc_v;
-        dk[D.bthd(b, j, h) + d] = scale * acc_k;
+        dv[D.bthd(b, j, h) + d] = weighted_row_sum(p, dout, j, D.T, d, [&](int i) { return D.bthd(b, i, h); });
+        dk[D.bthd(b, j, h) + d] = scale * weighted_row_sum(ds, inp, j, D.T, d, [&](int i) { return D.qkv(b, i, 0, h); });
     }
 }
 

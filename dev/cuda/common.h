@@ -4,6 +4,7 @@
  *     reference reads those exact (bf16-rounded) values back, so both sides start from the same numbers
  *   - poison (all bytes 0xFF: NaN in bf16 and fp32) so elements a kernel forgot to write show up
  *   - host copies (whole tensors, chosen rows, chosen columns), GPU counts of NaN/Inf and of differing bits
+ *   - Accumulated: a += output's start values, restore before each run, and the bitwise rerun check
  *   - check_close: one line per tensor with max and mean error against a CPU reference
  *   - time_ms: median of LAB_REPS (20) cudaEvent-timed runs, each after flushing L2
  *   - a final table: ms, achieved GB/s or TFLOP/s, percent of the H200's measured ceilings
@@ -158,6 +159,14 @@ void fill_uniform(T* out, size_t n, float lo, float hi) {
     cudaCheckLaunch();
 }
 
+// A new device tensor of n elements, filled by fill_uniform.
+template <class T>
+T* lab_uniform(size_t n, float lo, float hi) {
+    T* d = lab_alloc<T>(n);
+    fill_uniform(d, n, lo, hi);
+    return d;
+}
+
 inline uint32_t host_random_below(uint32_t n) { return random_below(&lab().host_rng, n); }
 inline uint32_t host_random_u32() { return random_u32(&lab().host_rng); }
 
@@ -298,6 +307,29 @@ size_t count_bit_differences(const T* a, const T* b, size_t n) {
     cudaCheckLaunch();
     return (size_t)read_counter();
 }
+
+// An accumulated (+=) output under test: `live` is the buffer the kernel updates, `start` its random
+// start values (restore() copies them into live before each run), `first` a copy of a first run's
+// result (keep_first()) that a second run from the same start must match bit for bit
+// (bit_differences() counts the bytes that differ). Default-constructed: no tensor, every call a no-op.
+template <class T>
+struct Accumulated {
+    size_t n = 0;
+    T* live = nullptr;
+    T* start = nullptr;
+    T* first = nullptr;
+
+    Accumulated() = default;
+    Accumulated(size_t n_, float lo, float hi)
+        : n(n_), live(lab_alloc<T>(n_)), start(lab_uniform<T>(n_, lo, hi)), first(lab_alloc<T>(n_)) {}
+    void restore() const {
+        if (n) copy_device(live, start, n);
+    }
+    void keep_first() const {
+        if (n) copy_device(first, live, n);
+    }
+    size_t bit_differences() const { return n ? count_bit_differences(live, first, n) : 0; }
+};
 
 // ----------------------------------------------------------------------------
 // CPU references shared by several labs (in double)

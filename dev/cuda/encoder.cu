@@ -31,12 +31,10 @@ static void run_shape(const Shape& s) {
     tokens[BT - 1] = V - 1;
 
     int* d_tokens = lab_alloc<int>(BT);
-    floatX* wte = lab_alloc<floatX>((size_t)Vp * C);
-    floatX* wpe = lab_alloc<floatX>((size_t)maxT * C);
-    floatX* out = lab_alloc<floatX>((size_t)BT * C);
     upload_ints(d_tokens, tokens);
-    fill_uniform(wte, (size_t)Vp * C, -1.f, 1.f);
-    fill_uniform(wpe, (size_t)maxT * C, -1.f, 1.f);
+    floatX* wte = lab_uniform<floatX>((size_t)Vp * C, -1.f, 1.f);
+    floatX* wpe = lab_uniform<floatX>((size_t)maxT * C, -1.f, 1.f);
+    floatX* out = lab_alloc<floatX>((size_t)BT * C);
 
     // ---- forward
     poison(out, (size_t)BT * C);
@@ -57,18 +55,12 @@ static void run_shape(const Shape& s) {
     report("encoder_forward", shape, fwd_ms, 3.0 * BT * C * sizeof(floatX));
 
     // ---- backward
-    floatX* dout = lab_alloc<floatX>((size_t)BT * C);
-    floatX* dwte = lab_alloc<floatX>((size_t)Vp * C);
-    floatX* dwpe = lab_alloc<floatX>((size_t)maxT * C);
-    floatX* dwte0 = lab_alloc<floatX>((size_t)Vp * C);
-    floatX* dwpe0 = lab_alloc<floatX>((size_t)maxT * C);
-    floatX* dwte1 = lab_alloc<floatX>((size_t)Vp * C);
-    floatX* dwpe1 = lab_alloc<floatX>((size_t)maxT * C);
-    fill_uniform(dout, (size_t)BT * C, -1.f, 1.f);
-    fill_uniform(dwte0, (size_t)Vp * C, -1.f, 1.f);  // nonzero: the gradients accumulate (+=)
-    fill_uniform(dwpe0, (size_t)maxT * C, -1.f, 1.f);
-    copy_device(dwte, dwte0, (size_t)Vp * C);
-    copy_device(dwpe, dwpe0, (size_t)maxT * C);
+    floatX* dout = lab_uniform<floatX>((size_t)BT * C, -1.f, 1.f);
+    // nonzero start values: the gradients accumulate (+=)
+    const Accumulated<floatX> gte((size_t)Vp * C, -1.f, 1.f), gpe((size_t)maxT * C, -1.f, 1.f);
+    floatX *dwte = gte.live, *dwpe = gpe.live;
+    gte.restore();
+    gpe.restore();
     EncoderBackwardWorkspace ws;
     encoder_backward_workspace_init(&ws, BT, Vp, C);
     const uint32_t seed = host_random_u32();
@@ -77,8 +69,8 @@ static void run_shape(const Shape& s) {
     lab_sync();
 
     const std::vector<float> h_dout = download(dout, (size_t)BT * C);
-    const std::vector<float> h_dwte0 = download(dwte0, (size_t)Vp * C);
-    const std::vector<float> h_dwpe0 = download(dwpe0, (size_t)maxT * C);
+    const std::vector<float> h_dwte0 = download(gte.start, (size_t)Vp * C);
+    const std::vector<float> h_dwpe0 = download(gpe.start, (size_t)maxT * C);
     const std::vector<float> got_dwte = download(dwte, (size_t)Vp * C);
     const std::vector<float> got_dwpe = download(dwpe, (size_t)maxT * C);
     std::vector<double> ref_dwte(h_dwte0.begin(), h_dwte0.end());
@@ -106,14 +98,14 @@ static void run_shape(const Shape& s) {
           strfmt("%zu elements changed (%d of %d tokens occur)", changed, distinct, Vp));
 
     // determinism: same state, same seed, bitwise same result
-    copy_device(dwte1, dwte, (size_t)Vp * C);
-    copy_device(dwpe1, dwpe, (size_t)maxT * C);
-    copy_device(dwte, dwte0, (size_t)Vp * C);
-    copy_device(dwpe, dwpe0, (size_t)maxT * C);
+    gte.keep_first();
+    gpe.keep_first();
+    gte.restore();
+    gpe.restore();
     encoder_backward_prepare(&ws, tokens.data(), BT, 0);
     encoder_backward(dwte, dwpe, &ws, dout, B, T, C, seed, 0);
     lab_sync();
-    const size_t diff = count_bit_differences(dwte, dwte1, (size_t)Vp * C) + count_bit_differences(dwpe, dwpe1, (size_t)maxT * C);
+    const size_t diff = gte.bit_differences() + gpe.bit_differences();
     check("encoder_backward deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
 
     const float bwd_ms = time_ms([&] {

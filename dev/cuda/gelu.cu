@@ -10,12 +10,10 @@
 static void run_size(size_t n, const char* what) {
     const std::string shape = strfmt("n=%zu%s", n, what);
     printf("-- %s\n", shape.c_str());
-    floatX* inp = lab_alloc<floatX>(n);
+    floatX* inp = lab_uniform<floatX>(n, -6.f, 6.f);
+    floatX* dout = lab_uniform<floatX>(n, -1.f, 1.f);
     floatX* out = lab_alloc<floatX>(n);
-    floatX* dout = lab_alloc<floatX>(n);
     floatX* dinp = lab_alloc<floatX>(n);
-    fill_uniform(inp, n, -6.f, 6.f);
-    fill_uniform(dout, n, -1.f, 1.f);
     const std::vector<float> h_inp = download(inp, n), h_dout = download(dout, n);
     std::vector<double> ref_fwd(n), ref_bwd(n);
     for (size_t i = 0; i < n; i++) {

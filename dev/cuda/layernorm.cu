@@ -64,37 +64,33 @@ static void run_shape(const Shape& s) {
     const std::string shape = strfmt("N=%d C=%d", N, C);
     printf("-- %s\n", shape.c_str());
 
-    floatX* inp = lab_alloc<floatX>(NC);
-    floatX* weight = lab_alloc<floatX>(C);
-    floatX* bias = lab_alloc<floatX>(C);
+    floatX* inp = lab_uniform<floatX>(NC, -1.f, 3.f);  // mean ~1: the centring matters
+    floatX* weight = lab_uniform<floatX>(C, 0.5f, 1.5f);
+    floatX* bias = lab_uniform<floatX>(C, -0.5f, 0.5f);
     floatX* out = lab_alloc<floatX>(NC);
     const int LD = C + 8;  // padded output, as the trainer's ln1/ln2 (MATMUL_BIAS_PAD in llmc/matmul.cuh)
     floatX* out_pad = lab_alloc<floatX>((size_t)N * LD);
     float* mean = lab_alloc<float>(N);
     float* rstd = lab_alloc<float>(N);
-    fill_uniform(inp, NC, -1.f, 3.f);  // mean ~1: the centring matters
-    fill_uniform(weight, C, 0.5f, 1.5f);
-    fill_uniform(bias, C, -0.5f, 0.5f);
     const std::vector<float> h_inp = download(inp, NC);
     const std::vector<float> h_w = download(weight, C), h_b = download(bias, C);
     std::vector<double> ref_out, ref_mean, ref_rstd;
 
     // ---- layernorm_forward
     layernorm_ref(h_inp, h_w, h_b, N, C, &ref_out, &ref_mean, &ref_rstd);
-    poison(out, NC);
-    poison(mean, N);
-    poison(rstd, N);
-    layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, 0);
-    lab_sync();
-    check_close("layernorm_forward out [" + shape + "]", download(out, NC), ref_out, TOL_BF16);
-    check_close("layernorm_forward mean [" + shape + "]", download(mean, N), ref_mean, TOL_FP32);
-    check_close("layernorm_forward rstd [" + shape + "]", download(rstd, N), ref_rstd, TOL_FP32);
-    poison(mean, N);
-    poison(rstd, N);
-    layernorm_forward(nullptr, mean, rstd, inp, weight, bias, N, C, 0);
-    lab_sync();
-    check_close("layernorm_forward stats only, mean [" + shape + "]", download(mean, N), ref_mean, TOL_FP32);
-    check_close("layernorm_forward stats only, rstd [" + shape + "]", download(rstd, N), ref_rstd, TOL_FP32);
+    // into o (nullptr: statistics only), every output poisoned first
+    auto check_forward = [&](floatX* o, const std::string& variant) {
+        if (o) poison(o, NC);
+        poison(mean, N);
+        poison(rstd, N);
+        layernorm_forward(o, mean, rstd, inp, weight, bias, N, C, 0);
+        lab_sync();
+        if (o) check_close("layernorm_forward out [" + shape + "]", download(o, NC), ref_out, TOL_BF16);
+        check_close("layernorm_forward " + variant + "mean [" + shape + "]", download(mean, N), ref_mean, TOL_FP32);
+        check_close("layernorm_forward " + variant + "rstd [" + shape + "]", download(rstd, N), ref_rstd, TOL_FP32);
+    };
+    check_forward(out, "");
+    check_forward(nullptr, "stats only, ");
     check_padded("layernorm_forward out, row stride C+8 with the ones column [" + shape + "]", out_pad, N, C, LD,
                  ref_out, [&] { layernorm_forward(out_pad, mean, rstd, inp, weight, bias, N, C, 0, LD); });
     const float fwd_ms = time_ms([&] { layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, 0); });
@@ -126,30 +122,13 @@ static void run_shape(const Shape& s) {
 
     // ---- layernorm_backward
     {
-        floatX* dout = lab_alloc<floatX>(NC);
-        floatX* dinp = lab_alloc<floatX>(NC);
-        floatX* dweight = lab_alloc<floatX>(C);
-        floatX* dbias = lab_alloc<floatX>(C);
-        floatX* dinp0 = lab_alloc<floatX>(NC);
-        floatX* dweight0 = lab_alloc<floatX>(C);
-        floatX* dbias0 = lab_alloc<floatX>(C);
-        floatX* dinp1 = lab_alloc<floatX>(NC);
-        floatX* dweight1 = lab_alloc<floatX>(C);
-        floatX* dbias1 = lab_alloc<floatX>(C);
-        floatX* dcol = lab_alloc<floatX>(C);
-        floatX* dcol0 = lab_alloc<floatX>(C);
-        floatX* dcol1 = lab_alloc<floatX>(C);
+        floatX* dout = lab_uniform<floatX>(NC, -1.f, 1.f);
+        // all four accumulate (+=)
+        const Accumulated<floatX> gi(NC, -1.f, 1.f), gw(C, -1.f, 1.f), gb(C, -1.f, 1.f), gc(C, -1.f, 1.f);
+        floatX *dinp = gi.live, *dweight = gw.live, *dbias = gb.live, *dcol = gc.live;
         float* scratch = lab_alloc<float>(layernorm_backward_scratch_floats(N, C));
-        fill_uniform(dout, NC, -1.f, 1.f);
-        fill_uniform(dinp0, NC, -1.f, 1.f);  // all three accumulate (+=)
-        fill_uniform(dweight0, C, -1.f, 1.f);
-        fill_uniform(dbias0, C, -1.f, 1.f);
-        fill_uniform(dcol0, C, -1.f, 1.f);
         auto restore = [&] {
-            copy_device(dinp, dinp0, NC);
-            copy_device(dweight, dweight0, C);
-            copy_device(dbias, dbias0, C);
-            copy_device(dcol, dcol0, C);
+            for (const Accumulated<floatX>* g : {&gi, &gw, &gb, &gc}) g->restore();
             poison(scratch, layernorm_backward_scratch_floats(N, C));  // partials must all be written before use
         };
         restore();
@@ -157,10 +136,10 @@ static void run_shape(const Shape& s) {
         lab_sync();
 
         const std::vector<float> h_dout = download(dout, NC);
-        const std::vector<float> h_dinp0 = download(dinp0, NC);
-        const std::vector<float> h_dw0 = download(dweight0, C), h_db0 = download(dbias0, C);
+        const std::vector<float> h_dinp0 = download(gi.start, NC);
+        const std::vector<float> h_dw0 = download(gw.start, C), h_db0 = download(gb.start, C);
         std::vector<double> ref_dinp(NC), ref_dw(h_dw0.begin(), h_dw0.end()), ref_db(h_db0.begin(), h_db0.end());
-        const std::vector<float> h_dcol0 = download(dcol0, C);
+        const std::vector<float> h_dcol0 = download(gc.start, C);
         std::vector<double> ref_dcol(h_dcol0.begin(), h_dcol0.end());
         std::vector<double> norm(C), dnorm(C);
         for (int r = 0; r < N; r++) {
@@ -187,15 +166,11 @@ static void run_shape(const Shape& s) {
         check_close("layernorm_backward dbias += [" + shape + "]", download(dbias, C), ref_db, TOL_BF16);
         check_close("layernorm_backward dinp_colsum += [" + shape + "]", download(dcol, C), ref_dcol, TOL_BF16);
 
-        copy_device(dinp1, dinp, NC);
-        copy_device(dweight1, dweight, C);
-        copy_device(dbias1, dbias, C);
-        copy_device(dcol1, dcol, C);
+        for (const Accumulated<floatX>* g : {&gi, &gw, &gb, &gc}) g->keep_first();
         restore();
         layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
         lab_sync();
-        size_t diff = count_bit_differences(dinp, dinp1, NC) + count_bit_differences(dweight, dweight1, C) +
-                      count_bit_differences(dbias, dbias1, C) + count_bit_differences(dcol, dcol1, C);
+        size_t diff = gi.bit_differences() + gw.bit_differences() + gb.bit_differences() + gc.bit_differences();
         check("layernorm_backward deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
         restore();
         layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);  // no dinp_colsum
@@ -204,7 +179,7 @@ static void run_shape(const Shape& s) {
         check_close("layernorm_backward (no dinp_colsum) dinp += [" + shape + "]", download(dinp, NC), ref_dinp, TOL_BF16);
         check_close("layernorm_backward (no dinp_colsum) dweight += [" + shape + "]", download(dweight, C), ref_dw, TOL_BF16);
         check_close("layernorm_backward (no dinp_colsum) dbias += [" + shape + "]", download(dbias, C), ref_db, TOL_BF16);
-        diff = count_bit_differences(dcol, dcol0, C);
+        diff = count_bit_differences(dcol, gc.start, C);
         check("layernorm_backward without dinp_colsum leaves it untouched [" + shape + "]", diff == 0,
               strfmt("%zu bytes differ", diff));
 

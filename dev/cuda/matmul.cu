@@ -34,6 +34,18 @@ static double dot(const float* a, const float* b, int n) {
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+// acc (rows, len) += coef (rows, K) @ M (K, len): each row of acc gains its row of coef times the rows of M.
+static void add_weighted_rows(double* acc, const float* coef, const float* M, size_t rows, int K, int len) {
+    for (size_t i = 0; i < rows; i++) {
+        double* a = acc + i * len;
+        for (int k = 0; k < K; k++) {
+            const double d = coef[i * K + k];
+            const float* m = M + (size_t)k * len;
+            for (int c = 0; c < len; c++) a[c] += d * m[c];
+        }
+    }
+}
+
 // How many rows of a tensor the CPU recomputes: all of them when that fits the budget (multiply-adds),
 // else 8 to 64.
 static int rows_to_check(int total, double budget, double cost_per_row) {
@@ -135,30 +147,22 @@ static void run_case(const Case& cs) {
     }
 
     // ---- backward (plain, then with dgelu)
-    floatX* dout = lab_alloc<floatX>((size_t)N * OC);
+    floatX* dout = lab_uniform<floatX>((size_t)N * OC, -1.f, 1.f);
     floatX* dinp = lab_alloc<floatX>((size_t)N * C);
-    floatX* dweight = lab_alloc<floatX>((size_t)OC * C);
-    floatX* dweight0 = lab_alloc<floatX>((size_t)OC * C);
-    floatX* dweight1 = lab_alloc<floatX>((size_t)OC * C);
-    floatX* dinp1 = lab_alloc<floatX>((size_t)N * C);
-    floatX* dbias = cs.bias ? lab_alloc<floatX>(OC) : nullptr;
-    floatX* dbias0 = cs.bias ? lab_alloc<floatX>(OC) : nullptr;
-    floatX* dbias1 = cs.bias ? lab_alloc<floatX>(OC) : nullptr;
-    floatX* dgelu_in = cs.dgelu ? lab_alloc<floatX>((size_t)N * C) : nullptr;
+    floatX* dinp1 = lab_alloc<floatX>((size_t)N * C);  // the first run's dinp (the rerun must match it)
+    // parameter gradients accumulate (+=)
+    const Accumulated<floatX> gw((size_t)OC * C, -1.f, 1.f);
+    const Accumulated<floatX> gb = cs.bias ? Accumulated<floatX>(OC, -1.f, 1.f) : Accumulated<floatX>();
+    floatX *dweight = gw.live, *dbias = gb.live;
+    floatX* dgelu_in = cs.dgelu ? lab_uniform<floatX>((size_t)N * C, -3.f, 3.f) : nullptr;
     const size_t scratch_n =
         cs.bias ? std::max(column_reduce_scratch_floats(N, OC), matmul_bias_grad_scratch_floats(C, OC)) : 0;
     float* scratch = cs.bias ? lab_alloc<float>(scratch_n) : nullptr;
-    fill_uniform(dout, (size_t)N * OC, -1.f, 1.f);
-    fill_uniform(dweight0, (size_t)OC * C, -1.f, 1.f);  // parameter gradients accumulate (+=)
-    if (dbias0) fill_uniform(dbias0, OC, -1.f, 1.f);
-    if (dgelu_in) fill_uniform(dgelu_in, (size_t)N * C, -3.f, 3.f);
     auto restore = [&] {
         poison(dinp, (size_t)N * C);
-        copy_device(dweight, dweight0, (size_t)OC * C);
-        if (dbias) {
-            copy_device(dbias, dbias0, OC);
-            poison(scratch, scratch_n);
-        }
+        gw.restore();
+        gb.restore();
+        if (scratch) poison(scratch, scratch_n);
     };
 
     // reference pieces shared by both variants
@@ -167,27 +171,13 @@ static void run_case(const Case& cs) {
     const std::vector<float> h_dout_rows = download_rows(dout, OC, rows_b);
     const std::vector<float> h_dout_cols = download_cols(dout, N, OC, rows_w);
     std::vector<double> ref_dinp_lin(rows_b.size() * C, 0.0);  // dout @ W, before dgelu
-    for (size_t i = 0; i < rows_b.size(); i++) {
-        double* acc = &ref_dinp_lin[i * C];
-        for (int o = 0; o < OC; o++) {
-            const double d = h_dout_rows[i * OC + o];
-            const float* w = &h_w[(size_t)o * C];
-            for (int c = 0; c < C; c++) acc[c] += d * w[c];
-        }
-    }
-    const std::vector<float> h_dw0_rows = download_rows(dweight0, C, rows_w);
-    std::vector<double> ref_dw(h_dw0_rows.begin(), h_dw0_rows.end());
-    for (size_t j = 0; j < rows_w.size(); j++) {
-        double* acc = &ref_dw[j * C];
-        for (int n = 0; n < N; n++) {
-            const double d = h_dout_cols[j * N + n];
-            const float* x = &h_inp[(size_t)n * C];
-            for (int c = 0; c < C; c++) acc[c] += d * x[c];
-        }
-    }
+    add_weighted_rows(ref_dinp_lin.data(), h_dout_rows.data(), h_w.data(), rows_b.size(), OC, C);
+    const std::vector<float> h_dw0_rows = download_rows(gw.start, C, rows_w);
+    std::vector<double> ref_dw(h_dw0_rows.begin(), h_dw0_rows.end());  // += dout^T inp
+    add_weighted_rows(ref_dw.data(), h_dout_cols.data(), h_inp.data(), rows_w.size(), N, C);
     std::vector<double> ref_db;
     if (cs.bias) {
-        const std::vector<float> h_db0 = download(dbias0, OC);
+        const std::vector<float> h_db0 = download(gb.start, OC);
         ref_db.assign(h_db0.begin(), h_db0.end());
         const std::vector<float> h_dout = download(dout, (size_t)N * OC);
         for (int n = 0; n < N; n++) {
@@ -224,14 +214,12 @@ static void run_case(const Case& cs) {
         check(kernel + " writes every element [" + shape + "]", bad == 0, strfmt("%zu NaN/Inf left", bad));
 
         copy_device(dinp1, dinp, (size_t)N * C);
-        copy_device(dweight1, dweight, (size_t)OC * C);
-        if (dbias) copy_device(dbias1, dbias, OC);
+        gw.keep_first();
+        gb.keep_first();
         restore();
         launch();
         lab_sync();
-        const size_t diff = count_bit_differences(dinp, dinp1, (size_t)N * C) +
-                            count_bit_differences(dweight, dweight1, (size_t)OC * C) +
-                            (dbias ? count_bit_differences(dbias, dbias1, OC) : 0);
+        const size_t diff = count_bit_differences(dinp, dinp1, (size_t)N * C) + gw.bit_differences() + gb.bit_differences();
         check(kernel + " deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
 
         const float ms = time_ms(launch);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -54,7 +55,7 @@ std::vector<uint16_t> shard_tokens(int s, size_t n) {
     return t;
 }
 
-// Three shards of different lengths: 100, 57, 130 tokens.
+// Three shards of different lengths: 100, 57, 130 tokens, in a new temp dir; returns their pattern.
 std::string make_dataset() {
     std::string dir = make_temp_dir();
     const size_t sizes[3] = {100, 57, 130};
@@ -63,7 +64,7 @@ std::string make_dataset() {
         snprintf(name, sizeof(name), "/train_%06d.bin", s);
         write_shard(dir + name, shard_tokens(s, sizes[s]));
     }
-    return dir;
+    return dir + "/train_*.bin";
 }
 
 std::vector<int> next_inputs(DataLoader* dl) {
@@ -166,9 +167,9 @@ TEST(Rand, XorshiftStarKnownValuesAndRanges) {
 }
 
 TEST(DataLoader, SequentialWindowsShardsAndEpochWrap) {
-    std::string dir = make_dataset();
+    const std::string pattern = make_dataset();
     DataLoader dl;
-    dataloader_init(&dl, (dir + "/train_*.bin").c_str(), "-i", 2, 4, 0, 1, false);
+    dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, false);
     // windows of 8 tokens: (100-1)/8 = 12, (57-1)/8 = 7, (130-1)/8 = 16
     EXPECT_EQ(dataloader_num_batches(&dl), 35u);
     const int shard_of[3] = {12, 7, 16};
@@ -192,8 +193,7 @@ TEST(DataLoader, SequentialWindowsShardsAndEpochWrap) {
 // Without shuffling the P ranks' windows are one window of the single-process run (with shuffling
 // each rank has its own generator, as in llm.c: see MatchesLlmcShuffleAtAnyProcessCountAndRank).
 TEST(DataLoader, RanksTogetherCoverTheSingleRankBatch) {
-    std::string dir = make_dataset();
-    std::string pattern = dir + "/train_*.bin";
+    const std::string pattern = make_dataset();
     for (int P : {2, 4}) {
         const size_t B = 1, T = 3;
         DataLoader single;
@@ -293,8 +293,7 @@ TEST(DataLoader, MatchesLlmcShuffleAtAnyProcessCountAndRank) {
 }
 
 TEST(DataLoader, ShuffleCoversEveryWindowOncePerEpochAndChangesPerEpoch) {
-    std::string dir = make_dataset();
-    std::string pattern = dir + "/train_*.bin";
+    const std::string pattern = make_dataset();
     // first token of every batch, minus this rank's offset inside the window
     auto epoch_starts = [&](int rank, int P, int epochs) {
         DataLoader dl;
@@ -326,8 +325,7 @@ TEST(DataLoader, ShuffleCoversEveryWindowOncePerEpochAndChangesPerEpoch) {
 }
 
 TEST(DataLoader, ResumeMidEpochEqualsUninterrupted) {
-    std::string dir = make_dataset();
-    std::string pattern = dir + "/train_*.bin";
+    const std::string pattern = make_dataset();
     for (bool shuffle : {false, true}) {
         for (int P : {1, 2}) {
             for (size_t stop : {0, 5, 12, 19, 34, 35, 50}) {  // shard ends at 12, 19; epoch at 35
@@ -361,41 +359,30 @@ TEST(DataLoader, ResumeMidEpochEqualsUninterrupted) {
 }
 
 TEST(DataLoader, SetStateRejectsMismatchedState) {
-    std::string dir = make_dataset();
-    std::string pattern = dir + "/train_*.bin";
+    const std::string pattern = make_dataset();
     DataLoader dl;
     dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, true);
-    DataLoaderState s = dataloader_get_state(&dl);
-    s.shard_order = {0, 1};  // saved with 2 shards, now 3 match
-    EXPECT_EXIT(dataloader_set_state(&dl, s, "ckpt/state.bin"), ::testing::ExitedWithCode(1),
-                "ckpt/state.bin': the saved data order covers 2 shards, but 3 shards match now");
-    s = dataloader_get_state(&dl);
-    s.shard_order = {0, 0, 1};
-    EXPECT_EXIT(dataloader_set_state(&dl, s, "ckpt/state.bin"), ::testing::ExitedWithCode(1),
-                "saved shard order is not a permutation");
-    s = dataloader_get_state(&dl);
-    s.sample_order.push_back(99);
-    EXPECT_EXIT(dataloader_set_state(&dl, s, "ckpt/state.bin"), ::testing::ExitedWithCode(1),
-                "saved window order has [0-9]+ windows, but shard '.*train_00000[0-2].bin' has [0-9]+ windows of "
-                "num_processes\\*B\\*T = 1\\*2\\*4 tokens");
-    s = dataloader_get_state(&dl);
-    s.sample_order[0] = s.sample_order[1];
-    EXPECT_EXIT(dataloader_set_state(&dl, s, "ckpt/state.bin"), ::testing::ExitedWithCode(1),
-                "saved window order is not a permutation");
-    s = dataloader_get_state(&dl);
-    s.rng.next_ = 5000;
-    EXPECT_EXIT(dataloader_set_state(&dl, s, "ckpt/state.bin"), ::testing::ExitedWithCode(1),
-                "shuffle generator state is not an MT19937 state");
-    s = dataloader_get_state(&dl);
-    s.shard_idx = 7;
-    EXPECT_EXIT(dataloader_set_state(&dl, s, "ckpt/state.bin"), ::testing::ExitedWithCode(1), "shard 7 but only 3 shards");
-    s = dataloader_get_state(&dl);
-    s.sample_idx = 1000;
-    EXPECT_EXIT(dataloader_set_state(&dl, s, "ckpt/state.bin"), ::testing::ExitedWithCode(1), "window 1000 of shard");
+    // the loader's own state, changed by change(), must be refused with an error matching `message`
+    auto expect_refused = [&](const std::function<void(DataLoaderState&)>& change, const char* message) {
+        DataLoaderState s = dataloader_get_state(&dl);
+        change(s);
+        EXPECT_EXIT(dataloader_set_state(&dl, s, "ckpt/state.bin"), ::testing::ExitedWithCode(1), message);
+    };
+    expect_refused([](DataLoaderState& s) { s.shard_order = {0, 1}; },  // saved with 2 shards, now 3 match
+                   "ckpt/state.bin': the saved data order covers 2 shards, but 3 shards match now");
+    expect_refused([](DataLoaderState& s) { s.shard_order = {0, 0, 1}; }, "saved shard order is not a permutation");
+    expect_refused([](DataLoaderState& s) { s.sample_order.push_back(99); },
+                   "saved window order has [0-9]+ windows, but shard '.*train_00000[0-2].bin' has [0-9]+ windows of "
+                   "num_processes\\*B\\*T = 1\\*2\\*4 tokens");
+    expect_refused([](DataLoaderState& s) { s.sample_order[0] = s.sample_order[1]; },
+                   "saved window order is not a permutation");
+    expect_refused([](DataLoaderState& s) { s.rng.next_ = 5000; }, "shuffle generator state is not an MT19937 state");
+    expect_refused([](DataLoaderState& s) { s.shard_idx = 7; }, "shard 7 but only 3 shards");
+    expect_refused([](DataLoaderState& s) { s.sample_idx = 1000; }, "window 1000 of shard");
     dataloader_free(&dl);
     DataLoader plain;  // without shuffling only the positions are checked
     dataloader_init(&plain, pattern.c_str(), "-i", 2, 4, 0, 1, false);
-    s = DataLoaderState();
+    DataLoaderState s = DataLoaderState();
     s.shard_idx = 1;
     s.sample_idx = 8;  // shard 1 has 7 windows
     EXPECT_EXIT(dataloader_set_state(&plain, s, "ckpt/state.bin"), ::testing::ExitedWithCode(1),
@@ -472,8 +459,7 @@ TEST(DataLoader, WindowOrderInsideAShardChangesPerEpoch) {
 TEST(DataLoader, SetStateFollowsTheSavedPermutations) {
     // The saved orders are the truth (not a recomputation), so a state written by a build that
     // shuffled differently still resumes exactly.
-    std::string dir = make_dataset();
-    std::string pattern = dir + "/train_*.bin";
+    const std::string pattern = make_dataset();
     DataLoader dl;
     dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, true);
     DataLoaderState s = dataloader_get_state(&dl);
@@ -515,9 +501,8 @@ TEST(DataLoaderErrors, CheckTokensFindsABadIdAnywhereBeforeTraining) {
 
 // Issue 21 point 6: num_processes*B*T overflowing size_t used to divide by zero.
 TEST(DataLoaderErrors, HugeBatchGeometryIsRefusedNotDividedByZero) {
-    std::string dir = make_dataset();
+    const std::string p = make_dataset();
     DataLoader dl;
-    const std::string p = dir + "/train_*.bin";
     EXPECT_EXIT(dataloader_init(&dl, p.c_str(), "-i", (size_t)1 << 32, (size_t)1 << 32, 0, 1, false),
                 ::testing::ExitedWithCode(1), "num_processes\\*B\\*T = 1\\*4294967296\\*4294967296 is too large");
 }
@@ -525,9 +510,9 @@ TEST(DataLoaderErrors, HugeBatchGeometryIsRefusedNotDividedByZero) {
 // Issue 21 point 8: with -a 1 each step restarts the data, as llm.c: micro-step k of every step reads
 // window k (not window 0 for every micro-step, and not windows accum.. of later steps).
 TEST(DataLoader, OverfitSingleBatchReadsWindowsZeroToAccumEveryStep) {
-    std::string dir = make_dataset();
+    const std::string pattern = make_dataset();
     DataLoader dl;
-    dataloader_init(&dl, (dir + "/train_*.bin").c_str(), "-i", 2, 4, 0, 1, false);
+    dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, false);
     const int accum = 3;
     std::vector<std::vector<int>> first;
     for (int step = 0; step < 4; step++) {

@@ -17,6 +17,17 @@ std::string read_log(const std::string& p) {
     return read_file(p);
 }
 
+// One logger session in dir as process `rank` resuming at `resume_step` (0: a fresh start):
+// log(&lg) writes the lines; returns main.log after logger_free.
+template <class Log>
+std::string log_session(const TempDir& dir, int rank, int resume_step, Log&& log) {
+    Logger lg;
+    logger_init(&lg, dir.path.c_str(), rank, resume_step);
+    log(&lg);
+    logger_free(&lg);
+    return read_log(dir.file("main.log"));
+}
+
 }  // namespace
 
 TEST(Logger, LineFormatAndFlushPerLine) {
@@ -35,27 +46,22 @@ TEST(Logger, LineFormatAndFlushPerLine) {
 TEST(Logger, FreshStartTruncates) {
     TempDir dir("test_logger");
     write_file(dir.path + "/main.log", "s:0 trl:1.0000 lr:0.1 norm:1.00\n");
-    Logger lg;
-    logger_init(&lg, dir.path.c_str(), 0, 0);
-    logger_log_val(&lg, 0, 2.0f);
-    logger_free(&lg);
-    EXPECT_EQ(read_log(dir.path + "/main.log"), "s:0 tel:2.0000\n");
+    EXPECT_EQ(log_session(dir, 0, 0, [](Logger* lg) { logger_log_val(lg, 0, 2.0f); }), "s:0 tel:2.0000\n");
 }
 
 // llm.c's loop (train_gpt2.cu at f1e2ace): for step = 0..N: val (every -v and at N) logged "s:step",
 // then, unless step == N, one update logged "s:step trl" (the loop index: update 1 is s:0).
 TEST(Logger, TrainLinesNumberedByLoopIndexAsLlmc) {
     TempDir dir("test_logger");
-    Logger lg;
-    logger_init(&lg, dir.path.c_str(), 0, 0);
-    const int N = 3, val_every = 2;
-    for (int step = 0; step <= N; step++) {
-        if (step % val_every == 0 || step == N) logger_log_val(&lg, step, 5.0f - step);
-        if (step == N) break;
-        logger_log_train(&lg, step, 5.5f - step, 1e-4f, 1.0f);
-    }
-    logger_free(&lg);
-    EXPECT_EQ(read_log(dir.path + "/main.log"),
+    const std::string log = log_session(dir, 0, 0, [](Logger* lg) {
+        const int N = 3, val_every = 2;
+        for (int step = 0; step <= N; step++) {
+            if (step % val_every == 0 || step == N) logger_log_val(lg, step, 5.0f - step);
+            if (step == N) break;
+            logger_log_train(lg, step, 5.5f - step, 1e-4f, 1.0f);
+        }
+    });
+    EXPECT_EQ(log,
               "s:0 tel:5.0000\n"
               "s:0 trl:5.5000 lr:0.000100 norm:1.00\n"
               "s:1 trl:4.5000 lr:0.000100 norm:1.00\n"
@@ -79,12 +85,11 @@ TEST(Logger, ResumeDropsLinesTheResumedRunWritesAgain) {
                "s:3 trl:4.3000 lr:0.000300 norm:1.00\n"
                "s:4 tel:4.2000\n"
                "s:10 trl:4.3");  // a crashed run's partial last line
-    Logger lg;
-    logger_init(&lg, dir.path.c_str(), 0, 2);  // resume from checkpoint 2
-    logger_log_val(&lg, 2, 4.25f);
-    logger_log_train(&lg, 2, 4.0f, 3e-4f, 1.0f);
-    logger_free(&lg);
-    EXPECT_EQ(read_log(dir.path + "/main.log"),
+    const std::string log = log_session(dir, 0, 2, [](Logger* lg) {  // resume from checkpoint 2
+        logger_log_val(lg, 2, 4.25f);
+        logger_log_train(lg, 2, 4.0f, 3e-4f, 1.0f);
+    });
+    EXPECT_EQ(log,
               "s:0 tel:5.0000\n"
               "s:0 trl:5.1000 lr:0.000100 norm:3.00\n"
               "s:1 trl:4.9000 lr:0.000200 norm:2.00\n"
@@ -97,20 +102,14 @@ TEST(Logger, ResumeDropsLinesTheResumedRunWritesAgain) {
 
 TEST(Logger, ResumeWithoutExistingLogCreatesIt) {
     TempDir dir("test_logger");
-    Logger lg;
-    logger_init(&lg, dir.path.c_str(), 0, 7);
-    logger_log_train(&lg, 7, 1.0f, 0.5f, 0.5f);
-    logger_free(&lg);
-    EXPECT_EQ(read_log(dir.path + "/main.log"), "s:7 trl:1.0000 lr:0.500000 norm:0.50\n");
+    EXPECT_EQ(log_session(dir, 0, 7, [](Logger* lg) { logger_log_train(lg, 7, 1.0f, 0.5f, 0.5f); }),
+              "s:7 trl:1.0000 lr:0.500000 norm:0.50\n");
 }
 
 TEST(Logger, OnlyRankZeroWithADirectoryLogs) {
     TempDir dir("test_logger");
+    EXPECT_EQ(log_session(dir, 1, 0, [](Logger* lg) { logger_log_val(lg, 0, 1.0f); }), "<missing>");
     Logger lg;
-    logger_init(&lg, dir.path.c_str(), 1, 0);
-    logger_log_val(&lg, 0, 1.0f);
-    logger_free(&lg);
-    EXPECT_EQ(read_log(dir.path + "/main.log"), "<missing>");
     logger_init(&lg, nullptr, 0, 0);
     logger_log_val(&lg, 0, 1.0f);  // no crash, no file
     logger_free(&lg);

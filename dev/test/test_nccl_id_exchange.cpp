@@ -113,6 +113,14 @@ int fs_rank(const Id& expected, int rank, int n, const std::string& dir, double 
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+// Joins every child; each must exit 0 (a failure names the child's stderr file, then note and its stderr).
+void expect_all_exit_0(const std::vector<Child>& kids, const std::string& note = "") {
+    for (const Child& k : kids) {
+        Result res = join(k);
+        EXPECT_EQ(res.exit_code, 0) << k.err_path << ": " << note << res.err;
+    }
+}
+
 class IdExchange : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -125,6 +133,13 @@ protected:
         for (auto& e : fs::directory_iterator(shared)) names.push_back(e.path().filename().string());
         std::sort(names.begin(), names.end());
         return names;
+    }
+
+    // Starts ranks first..last-1 of an n-process TCP exchange on port, each expecting id (children r<rank>).
+    void spawn_tcp_ranks(std::vector<Child>& kids, const Id& id, int first, int last, int n, int port) {
+        for (int r = first; r < last; r++) {
+            kids.push_back(spawn(logs, "r" + std::to_string(r), [&id, r, n, port] { return tcp_rank(id, r, n, port, 3); }));
+        }
     }
 
     TempDir dir{"test_nccl_id"};  // removed with the fixture, after TearDown
@@ -140,28 +155,18 @@ TEST_F(IdExchange, TcpFourRanksGetRank0sId) {
     const int n = 4, port = free_port();
     Id id = random_id();
     std::vector<Child> kids;
-    for (int r = 0; r < n; r++) {
-        kids.push_back(spawn(logs, "r" + std::to_string(r), [&, r] { return tcp_rank(id, r, n, port, 3); }));
-    }
-    for (int r = 0; r < n; r++) {
-        Result res = join(kids[r]);
-        EXPECT_EQ(res.exit_code, 0) << "rank " << r << ": " << res.err;
-    }
+    spawn_tcp_ranks(kids, id, 0, n, n, port);
+    expect_all_exit_0(kids);
 }
 
 TEST_F(IdExchange, TcpClientsRetryUntilRank0Listens) {
     const int n = 3, port = free_port();
     Id id = random_id();
     std::vector<Child> kids;
-    for (int r = 1; r < n; r++) {
-        kids.push_back(spawn(logs, "r" + std::to_string(r), [&, r] { return tcp_rank(id, r, n, port, 3); }));
-    }
+    spawn_tcp_ranks(kids, id, 1, n, n, port);
     std::this_thread::sleep_for(std::chrono::milliseconds(400));  // clients see "connection refused" first
-    kids.push_back(spawn(logs, "r0", [&] { return tcp_rank(id, 0, n, port, 3); }));
-    for (auto& k : kids) {
-        Result res = join(k);
-        EXPECT_EQ(res.exit_code, 0) << res.err;
-    }
+    spawn_tcp_ranks(kids, id, 0, 1, n, port);
+    expect_all_exit_0(kids);
 }
 
 TEST_F(IdExchange, TcpRank0TimesOutNamingTheMissingRank) {
@@ -268,26 +273,34 @@ std::vector<uint8_t> wire_reply(uint32_t magic, uint32_t len, int32_t n, const I
     return m;
 }
 
-TEST_F(IdExchange, TcpClientReassemblesAReplySentByteByByte) {
+// Rank 1 of 2 over TCP (tag "job") against a FakeServer rank 0 that answers with wire_reply(magic, ...,
+// job) carrying a fresh id, sent in pieces of `chunk` bytes.
+struct FakeRank0Run {
+    int port;     // where the fake rank 0 listened
+    bool served;  // it got rank 1's whole hello
+    Result res;   // how rank 1 ended
+};
+FakeRank0Run rank1_against_fake_rank0(const std::string& logs, uint32_t magic, size_t chunk,
+                                      uint64_t job = id_exchange_job_nonce("job")) {
     const int port = free_port();
     Id id = random_id();
     FakeServer server(port);
     Child c = spawn(logs, "r1", [&] { return tcp_rank(id, 1, 2, port, 3); });
-    EXPECT_TRUE(server.serve_once(wire_reply(WIRE_MAGIC_ID, NCCL_ID_BYTES, 2, id), 1));
-    Result res = join(c);
-    EXPECT_EQ(res.exit_code, 0) << res.err;
+    const bool served = server.serve_once(wire_reply(magic, NCCL_ID_BYTES, 2, id, job), chunk);
+    return {port, served, join(c)};
+}
+
+TEST_F(IdExchange, TcpClientReassemblesAReplySentByteByByte) {
+    const FakeRank0Run run = rank1_against_fake_rank0(logs, WIRE_MAGIC_ID, 1);
+    EXPECT_TRUE(run.served);
+    EXPECT_EQ(run.res.exit_code, 0) << run.res.err;
 }
 
 TEST_F(IdExchange, TcpClientRejectsABadHeader) {
-    const int port = free_port();
-    Id id = random_id();
-    FakeServer server(port);
-    Child c = spawn(logs, "r1", [&] { return tcp_rank(id, 1, 2, port, 3); });
-    server.serve_once(wire_reply(0x12345678, NCCL_ID_BYTES, 2, id), 64);
-    Result res = join(c);
-    EXPECT_EQ(res.exit_code, 1);
-    EXPECT_TRUE(contains(res.err, "bad header")) << res.err;
-    EXPECT_TRUE(contains(res.err, "127.0.0.1:" + std::to_string(port))) << res.err;
+    const FakeRank0Run run = rank1_against_fake_rank0(logs, 0x12345678, 64);
+    EXPECT_EQ(run.res.exit_code, 1);
+    EXPECT_TRUE(contains(run.res.err, "bad header")) << run.res.err;
+    EXPECT_TRUE(contains(run.res.err, "127.0.0.1:" + std::to_string(run.port))) << run.res.err;
 }
 
 TEST_F(IdExchange, TcpRank0RefusesAnotherJobsRankAndWaitsForItsOwn) {
@@ -320,14 +333,9 @@ TEST_F(IdExchange, TcpTagComesFromTheEnvironmentWhenNotGiven) {
 }
 
 TEST_F(IdExchange, TcpClientRejectsAReplyOfAnotherJob) {
-    const int port = free_port();
-    Id id = random_id();
-    FakeServer server(port);
-    Child c = spawn(logs, "r1", [&] { return tcp_rank(id, 1, 2, port, 3); });
-    server.serve_once(wire_reply(WIRE_MAGIC_ID, NCCL_ID_BYTES, 2, id, id_exchange_job_nonce("other")), 64);
-    Result res = join(c);
-    EXPECT_EQ(res.exit_code, 1);
-    EXPECT_TRUE(contains(res.err, "belongs to another job")) << res.err;
+    const FakeRank0Run run = rank1_against_fake_rank0(logs, WIRE_MAGIC_ID, 64, id_exchange_job_nonce("other"));
+    EXPECT_EQ(run.res.exit_code, 1);
+    EXPECT_TRUE(contains(run.res.err, "belongs to another job")) << run.res.err;
 }
 
 TEST_F(IdExchange, JobNoncesOfDifferentTagsDiffer) {
@@ -347,10 +355,7 @@ TEST_F(IdExchange, FsFourRanksGetRank0sIdAndLeaveOnlyTheGoFile) {
         kids.push_back(
             spawn(logs, "r" + std::to_string(r), [&, r] { return fs_rank(id, r, n, shared, 3, "run1"); }));
     }
-    for (int r = 0; r < n; r++) {
-        Result res = join(kids[r]);
-        EXPECT_EQ(res.exit_code, 0) << "rank " << r << ": " << res.err;
-    }
+    expect_all_exit_0(kids);
     EXPECT_EQ(shared_files(), std::vector<std::string>{"ncclUniqueId.run1.go"});
 }
 
@@ -380,10 +385,7 @@ TEST_F(IdExchange, FsStaleFilesOfEarlierRunsAreNotUsed) {
     ASSERT_TRUE(fs::exists(ack1)) << "clients should have acknowledged the stale file";
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     kids.push_back(spawn(logs, "r0", [&] { return fs_rank(id_new, 0, n, shared, 3, "job"); }));
-    for (auto& k : kids) {
-        Result res = join(k);
-        EXPECT_EQ(res.exit_code, 0) << "exit 2 means a stale id was used; " << res.err;
-    }
+    expect_all_exit_0(kids, "exit 2 means a stale id was used; ");
     EXPECT_EQ(shared_files(), std::vector<std::string>{"ncclUniqueId.job.go"});
 }
 
@@ -394,10 +396,7 @@ TEST_F(IdExchange, FsRunTagsKeepConcurrentRunsApart) {
         kids.push_back(spawn(logs, "x" + std::to_string(r), [&, r] { return fs_rank(id_x, r, 3, shared, 3, "x"); }));
         kids.push_back(spawn(logs, "y" + std::to_string(r), [&, r] { return fs_rank(id_y, r, 3, shared, 3, "y"); }));
     }
-    for (auto& k : kids) {
-        Result res = join(k);
-        EXPECT_EQ(res.exit_code, 0) << res.err;
-    }
+    expect_all_exit_0(kids);
 }
 
 TEST_F(IdExchange, FsClientTimesOutWithoutRank0) {

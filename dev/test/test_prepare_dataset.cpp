@@ -20,21 +20,12 @@ const Gpt2Bpe* bpe() { return test_bpe(); }
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
-std::vector<uint32_t> encode(const std::string& s) {
-    Gpt2Encoder enc;
-    gpt2_encoder_init(&enc, bpe());
-    std::vector<uint32_t> ids;
-    gpt2_encode(&enc, s.data(), s.size(), &ids);
-    gpt2_encoder_free(&enc);
-    return ids;
-}
-
 // eot + ids of each document, the stream the shards must hold.
 std::vector<uint32_t> expected_stream(const std::vector<std::string>& docs) {
     std::vector<uint32_t> all;
     for (const std::string& d : docs) {
         all.push_back(GPT2_EOT);
-        std::vector<uint32_t> ids = encode(d);
+        std::vector<uint32_t> ids = test_encode(d);
         all.insert(all.end(), ids.begin(), ids.end());
     }
     return all;
@@ -357,11 +348,11 @@ TEST(EvalFile, Layout) {
     size_t longest = 0;
     for (size_t i = 0; i < examples.size(); i++) {
         size_t begin = expect.size();
-        std::vector<uint32_t> ctx = encode(examples[i].ctx);
+        std::vector<uint32_t> ctx = test_encode(examples[i].ctx);
         expect.insert(expect.end(), {65535, 0, (uint16_t)i, (uint16_t)examples[i].label, 4, (uint16_t)ctx.size()});
         expect.insert(expect.end(), ctx.begin(), ctx.end());
         for (const std::string& e : examples[i].endings) {
-            std::vector<uint32_t> ids = encode(" " + e);   // endings get a leading space
+            std::vector<uint32_t> ids = test_encode(" " + e);   // endings get a leading space
             expect.push_back((uint16_t)ids.size());
             expect.insert(expect.end(), ids.begin(), ids.end());
         }

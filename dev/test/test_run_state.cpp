@@ -82,6 +82,46 @@ RunState sample_state(bool shuffle) {
     return rs;
 }
 
+RunState single_process(RunState rs) {
+    rs.num_processes = 1;
+    rs.process_rank = 0;
+    return rs;
+}
+
+// A run state file in a fresh temp dir: rs written with optimizer buffers a (n floats each, with or
+// without master weights) to path = dir/name, and the bytes the file then holds.
+struct StateFile {
+    TempDir dir{"test_run_state"};
+    std::string path;
+    RunState rs;
+    Opt a;
+    std::vector<uint8_t> bytes;
+    StateFile(RunState state, size_t n, const char* name = "state.bin", bool with_master = true)
+        : path(dir.file(name)), rs(std::move(state)), a(n) {
+        run_state_write(path, rs, a.body(with_master));
+        bytes = read_bytes(path);
+    }
+};
+
+RunState without_outliers(RunState rs) {
+    rs.has_outliers = false;
+    return rs;
+}
+
+// The files of checkpoint `step` in dir: the model, one state file per rank, and DONE if done.
+void make_ckpt(const std::string& dir, int step, bool done, int ranks = 1) {
+    touch(ckpt_model_path(dir, step));
+    for (int r = 0; r < ranks; r++) touch(ckpt_state_path(dir, step, r));
+    if (done) ckpt_write_done(dir, step);
+}
+
+// Replaces a file by a non-empty directory, which unlink() cannot remove.
+void make_undeletable(const std::string& path) {
+    unlink(path.c_str());
+    mkdir(path.c_str(), 0755);
+    touch(path + "/x");
+}
+
 }  // namespace
 
 TEST(RunState, RoundTripAllFields) {
@@ -122,14 +162,8 @@ TEST(RunState, RoundTripAllFields) {
 }
 
 TEST(RunState, HeaderSlotsFollowFormatsMd) {
-    TempDir dir("test_run_state");
-    std::string path = dir.path + "/s.bin";
-    RunState rs = sample_state(false);
-    rs.has_outliers = false;
-    Opt a(10);
-    run_state_write(path, rs, a.body(false));
-    std::vector<uint8_t> bytes = read_bytes(path);
-    const int32_t* h = (const int32_t*)bytes.data();
+    StateFile f(without_outliers(sample_state(false)), 10, "s.bin", /*with_master=*/false);
+    const int32_t* h = (const int32_t*)f.bytes.data();
     EXPECT_EQ(h[0], 20240527);
     EXPECT_EQ(h[1], 1);
     EXPECT_EQ(h[2], 4);
@@ -143,44 +177,30 @@ TEST(RunState, HeaderSlotsFollowFormatsMd) {
     EXPECT_EQ((uint32_t)h[30], 5u);
     EXPECT_EQ((uint32_t)h[32], 7u);
     EXPECT_EQ((uint32_t)h[33], 1u);
-    EXPECT_EQ(bytes.size(), 1024u + 80u);
+    EXPECT_EQ(f.bytes.size(), 1024u + 80u);
     // m then v right after the header
-    EXPECT_EQ(memcmp(bytes.data() + 1024, a.m.data(), 40), 0);
-    EXPECT_EQ(memcmp(bytes.data() + 1064, a.v.data(), 40), 0);
+    EXPECT_EQ(memcmp(f.bytes.data() + 1024, f.a.m.data(), 40), 0);
+    EXPECT_EQ(memcmp(f.bytes.data() + 1064, f.a.v.data(), 40), 0);
 }
 
 TEST(RunState, InterruptedWriteLeavesTheOldFileIntact) {
-    TempDir dir("test_run_state");
-    std::string path = dir.path + "/state_00000010_00000.bin";
-    RunState rs = sample_state(true);
-    rs.num_processes = 1;
-    rs.process_rank = 0;
-    Opt a(64);
-    run_state_write(path, rs, a.body());
-    std::vector<uint8_t> good = read_bytes(path);
+    StateFile f(single_process(sample_state(true)), 64, "state_00000010_00000.bin");
     // a crash in the middle of the next write leaves a partial .tmp and never touches the final name
-    write_file(path + ".tmp", std::vector<uint8_t>(good.begin(), good.begin() + 700));
-    EXPECT_EQ(read_bytes(path), good);
+    write_file(f.path + ".tmp", std::vector<uint8_t>(f.bytes.begin(), f.bytes.begin() + 700));
+    EXPECT_EQ(read_bytes(f.path), f.bytes);
     Opt b(64, 5.0f);
-    run_state_read(path, b.body(), 1, 0);
-    EXPECT_EQ(b.m, a.m);
+    run_state_read(f.path, b.body(), 1, 0);
+    EXPECT_EQ(b.m, f.a.m);
     // the next successful write replaces the leftover and the file
     Opt c(64, 7.0f);
-    run_state_write(path, rs, c.body());
-    EXPECT_FALSE(exists(path + ".tmp"));
-    run_state_read(path, b.body(), 1, 0);
+    run_state_write(f.path, f.rs, c.body());
+    EXPECT_FALSE(exists(f.path + ".tmp"));
+    run_state_read(f.path, b.body(), 1, 0);
     EXPECT_EQ(b.m, c.m);
 }
 
 TEST(RunState, WriteThatDiesHalfWayLeavesThePreviousFile) {
-    TempDir dir("test_run_state");
-    std::string path = dir.path + "/state.bin";
-    RunState rs = sample_state(true);
-    rs.num_processes = 1;
-    rs.process_rank = 0;
-    Opt a(4096);
-    run_state_write(path, rs, a.body());
-    std::vector<uint8_t> good = read_bytes(path);
+    StateFile f(single_process(sample_state(true)), 4096);
     // Simulate a disk that fills up half way: in the (forked) death-test child, files may not grow
     // past 20 kB, so the write of the ~50 kB state fails part way through the body.
     auto write_with_full_disk = [&]() {
@@ -188,64 +208,59 @@ TEST(RunState, WriteThatDiesHalfWayLeavesThePreviousFile) {
         setrlimit(RLIMIT_FSIZE, &rl);
         signal(SIGXFSZ, SIG_IGN);  // get EFBIG from write() instead of being killed
         Opt c(4096, 3.0f);
-        run_state_write(path, rs, c.body());
+        run_state_write(f.path, f.rs, c.body());
     };
     EXPECT_EXIT(write_with_full_disk(), ::testing::ExitedWithCode(1), "write error on '.*state.bin.tmp'");
-    EXPECT_EQ(read_bytes(path), good);  // the final name still holds the complete old file
-    EXPECT_TRUE(exists(path + ".tmp"));  // the partial temp file is what got cut short
+    EXPECT_EQ(read_bytes(f.path), f.bytes);  // the final name still holds the complete old file
+    EXPECT_TRUE(exists(f.path + ".tmp"));  // the partial temp file is what got cut short
     Opt b(4096, 1.0f);
-    run_state_read(path, b.body(), 1, 0);
-    EXPECT_EQ(b.v, a.v);
+    run_state_read(f.path, b.body(), 1, 0);
+    EXPECT_EQ(b.v, f.a.v);
 }
 
 TEST(RunStateErrors, ForeignCorruptedAndTruncatedFilesAreRejected) {
-    TempDir dir("test_run_state");
-    std::string path = dir.path + "/state.bin";
-    RunState rs = sample_state(true);
-    Opt a(256);
-    run_state_write(path, rs, a.body());
-    std::vector<uint8_t> good = read_bytes(path);
+    StateFile f(sample_state(true), 256);
     Opt b(256);
     auto variant = [&](const char* name, std::vector<uint8_t> bytes) {
-        std::string p = dir.path + "/" + name;
+        std::string p = f.dir.path + "/" + name;
         write_file(p, bytes);
         return p;
     };
     // wrong process count / rank for this run
-    EXPECT_EXIT(run_state_read(path, b.body(), 8, 2), ::testing::ExitedWithCode(1),
+    EXPECT_EXIT(run_state_read(f.path, b.body(), 8, 2), ::testing::ExitedWithCode(1),
                 "state.bin' belongs to process 2 of 4, but this is process 2 of 8");
-    EXPECT_EXIT(run_state_read(path, b.body(), 4, 0), ::testing::ExitedWithCode(1), "process 2 of 4, but this is process 0 of 4");
+    EXPECT_EXIT(run_state_read(f.path, b.body(), 4, 0), ::testing::ExitedWithCode(1), "process 2 of 4, but this is process 0 of 4");
     // different model size
     Opt small(100);
-    EXPECT_EXIT(run_state_read(path, small.body(), 4, 2), ::testing::ExitedWithCode(1),
+    EXPECT_EXIT(run_state_read(f.path, small.body(), 4, 2), ::testing::ExitedWithCode(1),
                 "holds 3072 bytes of optimizer state but this run needs 1200");
     // bad magic / version
-    std::vector<uint8_t> m = good;
+    std::vector<uint8_t> m = f.bytes;
     m[0] ^= 1;
     EXPECT_EXIT(run_state_read(variant("magic.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
                 "magic.bin' is not a run state file");
-    m = good;
+    m = f.bytes;
     m[4] = 2;
     EXPECT_EXIT(run_state_read(variant("version.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
                 "version.bin' has version 2");
     // flipped byte in the body: checksum
-    m = good;
+    m = f.bytes;
     m[1024 + 3000] ^= 0x10;
     EXPECT_EXIT(run_state_read(variant("flip.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
                 "flip.bin' is corrupted: checksum mismatch");
     // truncated at several places: header, body, tail
-    for (size_t keep : {(size_t)100, (size_t)2000, good.size() - 5}) {
-        m.assign(good.begin(), good.begin() + keep);
+    for (size_t keep : {(size_t)100, (size_t)2000, f.bytes.size() - 5}) {
+        m.assign(f.bytes.begin(), f.bytes.begin() + keep);
         EXPECT_EXIT(run_state_read(variant("trunc.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
                     "trunc.bin' is (truncated|corrupted)")
             << keep;
     }
     // extra bytes at the end
-    m = good;
+    m = f.bytes;
     m.push_back(0);
     EXPECT_EXIT(run_state_read(variant("extra.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
                 "extra.bin' has 1 unexpected bytes at the end");
-    EXPECT_EXIT(run_state_read(dir.path + "/missing.bin", b.body(), 4, 2), ::testing::ExitedWithCode(1),
+    EXPECT_EXIT(run_state_read(f.dir.path + "/missing.bin", b.body(), 4, 2), ::testing::ExitedWithCode(1),
                 "cannot open '.*missing.bin'");
 }
 
@@ -498,10 +513,7 @@ TEST(Checkpoint, FindLatestIgnoresStepsWithoutDone) {
     TempDir dir("test_run_state");
     EXPECT_EQ(ckpt_find_latest(dir.path), -1);
     EXPECT_EQ(ckpt_find_latest(dir.path + "/missing"), -1);
-    for (int step : {100, 200, 300}) {
-        touch(ckpt_model_path(dir.path, step));
-        touch(ckpt_state_path(dir.path, step, 0));
-    }
+    for (int step : {100, 200, 300}) make_ckpt(dir.path, step, false);
     ckpt_write_done(dir.path, 100);
     ckpt_write_done(dir.path, 200);
     touch(dir.path + "/DONE_00000400.tmp");  // a marker that never got renamed
@@ -516,15 +528,10 @@ TEST(Checkpoint, FindLatestIgnoresStepsWithoutDone) {
 
 TEST(Checkpoint, PruneKeepsLastNAndMultiplesDeletesDoneFirst) {
     TempDir dir("test_run_state");
-    auto make_ckpt = [&](int step, bool done, int ranks = 2) {
-        touch(ckpt_model_path(dir.path, step));
-        for (int r = 0; r < ranks; r++) touch(ckpt_state_path(dir.path, step, r));
-        if (done) ckpt_write_done(dir.path, step);
-    };
-    for (int step = 100; step <= 800; step += 100) make_ckpt(step, true);
-    make_ckpt(250, false);                                  // crashed half-written checkpoint
+    for (int step = 100; step <= 800; step += 100) make_ckpt(dir.path, step, true, 2);
+    make_ckpt(dir.path, 250, false, 2);                     // crashed half-written checkpoint
     touch(ckpt_model_path(dir.path, 350) + ".tmp");         // leftover temp file
-    make_ckpt(900, false);                                  // beyond current_step: left alone
+    make_ckpt(dir.path, 900, false, 2);                     // beyond current_step: left alone
     touch(dir.path + "/main.log");
 
     ckpt_prune(dir.path, 0, 0, 800);  // -nk 0: off
@@ -543,7 +550,7 @@ TEST(Checkpoint, PruneKeepsLastNAndMultiplesDeletesDoneFirst) {
     EXPECT_EQ(ckpt_find_latest(dir.path), 800);
 
     // a later step: 600 drops out of the last 3, 400 stays forever
-    make_ckpt(1000, true);
+    make_ckpt(dir.path, 1000, true, 2);
     ckpt_prune(dir.path, 3, 400, 1000);
     EXPECT_FALSE(exists(ckpt_model_path(dir.path, 600)));
     EXPECT_TRUE(exists(ckpt_done_path(dir.path, 400)));
@@ -553,14 +560,8 @@ TEST(Checkpoint, PruneKeepsLastNAndMultiplesDeletesDoneFirst) {
 
 TEST(Checkpoint, PruneKeepsTheWholeCheckpointIfDoneCannotBeDeleted) {
     TempDir dir("test_run_state");
-    for (int step : {100, 200}) {
-        touch(ckpt_model_path(dir.path, step));
-        touch(ckpt_state_path(dir.path, step, 0));
-        ckpt_write_done(dir.path, step);
-    }
-    unlink(ckpt_done_path(dir.path, 100).c_str());  // an undeletable DONE: a non-empty directory
-    mkdir(ckpt_done_path(dir.path, 100).c_str(), 0755);
-    touch(ckpt_done_path(dir.path, 100) + "/x");
+    for (int step : {100, 200}) make_ckpt(dir.path, step, true);
+    make_undeletable(ckpt_done_path(dir.path, 100));  // step 100's DONE cannot be deleted
     ckpt_prune(dir.path, 1, 0, 200);
     EXPECT_TRUE(exists(ckpt_model_path(dir.path, 100)));
     EXPECT_TRUE(exists(ckpt_state_path(dir.path, 100, 0)));
@@ -570,15 +571,8 @@ TEST(Checkpoint, PruneNeverLeavesAResumableHalfDeletedCheckpoint) {
     // If deletion stops part way (e.g. the state files cannot be removed), DONE is already gone, so
     // find_latest never returns that step.
     TempDir dir("test_run_state");
-    for (int step : {100, 200}) {
-        touch(ckpt_model_path(dir.path, step));
-        touch(ckpt_state_path(dir.path, step, 0));
-        ckpt_write_done(dir.path, step);
-    }
-    // make the state file of step 100 undeletable: replace it by a non-empty directory
-    unlink(ckpt_state_path(dir.path, 100, 0).c_str());
-    mkdir(ckpt_state_path(dir.path, 100, 0).c_str(), 0755);
-    touch(ckpt_state_path(dir.path, 100, 0) + "/x");
+    for (int step : {100, 200}) make_ckpt(dir.path, step, true);
+    make_undeletable(ckpt_state_path(dir.path, 100, 0));  // step 100's state file cannot be deleted
     ckpt_prune(dir.path, 1, 0, 200);
     EXPECT_FALSE(exists(ckpt_done_path(dir.path, 100)));
     EXPECT_TRUE(exists(ckpt_state_path(dir.path, 100, 0)));
@@ -588,38 +582,33 @@ TEST(Checkpoint, PruneNeverLeavesAResumableHalfDeletedCheckpoint) {
 // Issue 21 point 4: the checksum covers the header, so a changed step, RNG state, data position or
 // epoch is refused, and zeroing slot 6 does not switch the check off.
 TEST(RunStateErrors, ChangedHeaderSlotsAreCaughtAndTheChecksumCannotBeSwitchedOff) {
-    TempDir dir("test_run_state");
-    std::string path = dir.path + "/state.bin";
-    RunState rs = sample_state(true);
-    Opt a(64);
-    run_state_write(path, rs, a.body());
-    const std::vector<uint8_t> good = read_bytes(path);
+    const StateFile f(sample_state(true), 64);
     Opt b(64);
-    const std::string p = dir.path + "/changed.bin";
+    const std::string p = f.dir.path + "/changed.bin";
     for (int slot : {10, 20, 21, 22, 30, 32, 34}) {
-        std::vector<uint8_t> m = good;
+        std::vector<uint8_t> m = f.bytes;
         m[4 * slot] ^= 0x01;
         write_file(p, m);
         EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1),
                     "changed.bin' is corrupted: checksum mismatch")
             << "slot " << slot;
     }
-    std::vector<uint8_t> m = good;
+    std::vector<uint8_t> m = f.bytes;
     m[4 * 6] = 0;  // checksum "off", our other slots still set
     write_file(p, m);
     EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1),
                 "changed.bin' is corrupted: it has gpt2cu's header slot 7 set .* but no checksum");
-    m = good;
+    m = f.bytes;
     m[4 * 6] = 1;  // an earlier build's format (body-only checksum)
     write_file(p, m);
     EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1),
                 "written by an earlier gpt2cu build \\(checksum format 1.*start fresh");
-    m = good;
+    m = f.bytes;
     m[4 * 8] = 0;  // shuffled, checksummed, but not llm.c's shuffle section: an earlier build's own order
     write_file(p, m);
     EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1),
                 "written by an earlier gpt2cu build with its own data shuffling \\(not llm.c's\\)");
-    m = good;
+    m = f.bytes;
     m[4 * 6] = 7;
     write_file(p, m);
     EXPECT_EXIT(run_state_read(p, b.body(), 4, 2), ::testing::ExitedWithCode(1), "unknown checksum format");
@@ -627,41 +616,34 @@ TEST(RunStateErrors, ChangedHeaderSlotsAreCaughtAndTheChecksumCannotBeSwitchedOf
 
 // A file as llm.c writes it (no checksum, none of our slots) reads, but says it is unverified.
 TEST(RunState, FileWithoutChecksumReadsWithAWarning) {
-    TempDir dir("test_run_state");
-    std::string path = dir.path + "/state.bin";
-    RunState rs = sample_state(false);
-    rs.has_outliers = false;
+    RunState rs = without_outliers(sample_state(false));
     rs.loader.epoch = 0;
-    Opt a(32);
-    run_state_write(path, rs, a.body());
-    std::vector<uint8_t> bytes = read_bytes(path);
+    StateFile f(rs, 32);
+    std::vector<uint8_t> bytes = f.bytes;
     int32_t* h = (int32_t*)bytes.data();
     h[6] = 0;
     for (int slot : {8, 9, 40, 41, 42, 43}) h[slot] = 0;
-    write_file(path, bytes);
+    write_file(f.path, bytes);
     Opt b(32, 9.0f);
     ::testing::internal::CaptureStderr();
-    RunState got = run_state_read(path, b.body(), 4, 2);
+    RunState got = run_state_read(f.path, b.body(), 4, 2);
     const std::string err = ::testing::internal::GetCapturedStderr();
     EXPECT_NE(err.find("has no checksum"), std::string::npos) << err;
     EXPECT_NE(err.find("unverified"), std::string::npos) << err;
     EXPECT_EQ(got.step, 1234);
-    EXPECT_EQ(b.m, a.m);
-    EXPECT_EQ(b.master, a.master);
+    EXPECT_EQ(b.m, f.a.m);
+    EXPECT_EQ(b.master, f.a.master);
 }
 
 // Issue 21 point 6: a shuffled state with an empty window order (corrupt) must not memcpy from null.
 TEST(RunState, EmptyPermutationReadsWithoutUndefinedBehaviour) {
-    TempDir dir("test_run_state");
-    std::string path = dir.path + "/state.bin";
     RunState rs = sample_state(true);
     rs.loader.sample_order.clear();
-    Opt a(16);
-    run_state_write(path, rs, a.body());
+    const StateFile f(rs, 16);
     Opt b(16);
-    RunState got = run_state_read(path, b.body(), 4, 2);
+    RunState got = run_state_read(f.path, b.body(), 4, 2);
     EXPECT_TRUE(got.loader.sample_order.empty());
-    EXPECT_EQ(got.loader.shard_order, rs.loader.shard_order);
+    EXPECT_EQ(got.loader.shard_order, f.rs.loader.shard_order);
 }
 
 // Issue 21 point 7: resume deletes what an interrupted checkpoint left, each rank its own files.

@@ -90,13 +90,11 @@ inline std::string TempDir::write(const std::string& name, const std::string& by
 
 // <repo> from /proc/self/exe = <repo>/build/host/tests/<test>; "." if unreadable.
 inline std::string repo_root() {
-    char buf[4096];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n <= 0) return ".";
-    buf[n] = '\0';
-    std::string p(buf);
-    for (int up = 0; up < 4; up++) p = p.substr(0, p.rfind('/'));
-    return p;
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec || p.empty()) return ".";
+    for (int up = 0; up < 4; up++) p = p.parent_path();
+    return p.string();
 }
 
 inline std::string test_vocab_dir() {
