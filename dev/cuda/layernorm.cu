@@ -139,7 +139,7 @@ static void run_shape(const Shape& s) {
         floatX* dcol = lab_alloc<floatX>(C);
         floatX* dcol0 = lab_alloc<floatX>(C);
         floatX* dcol1 = lab_alloc<floatX>(C);
-        float* scratch = lab_alloc<float>(layernorm_backward_scratch_floats(N, C));
+        float* scratch = lab_alloc<float>(layernorm_backward_scratch_floats(lab_ctx(), N, C));
         fill_uniform(dout, NC, -1.f, 1.f);
         fill_uniform(dinp0, NC, -1.f, 1.f);  // all three accumulate (+=)
         fill_uniform(dweight0, C, -1.f, 1.f);
@@ -150,10 +150,10 @@ static void run_shape(const Shape& s) {
             copy_device(dweight, dweight0, C);
             copy_device(dbias, dbias0, C);
             copy_device(dcol, dcol0, C);
-            poison(scratch, layernorm_backward_scratch_floats(N, C));  // partials must all be written before use
+            poison(scratch, layernorm_backward_scratch_floats(lab_ctx(), N, C));  // partials must all be written before use
         };
         restore();
-        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
+        layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
         lab_sync();
 
         const std::vector<float> h_dout = download(dout, NC);
@@ -192,13 +192,13 @@ static void run_shape(const Shape& s) {
         copy_device(dbias1, dbias, C);
         copy_device(dcol1, dcol, C);
         restore();
-        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
+        layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
         lab_sync();
         size_t diff = count_bit_differences(dinp, dinp1, NC) + count_bit_differences(dweight, dweight1, C) +
                       count_bit_differences(dbias, dbias1, C) + count_bit_differences(dcol, dcol1, C);
         check("layernorm_backward deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
         restore();
-        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);  // no dinp_colsum
+        layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);  // no dinp_colsum
         lab_sync();
         // the other template instance: same results up to how the compiler contracts multiply-adds
         check_close("layernorm_backward (no dinp_colsum) dinp += [" + shape + "]", download(dinp, NC), ref_dinp, TOL_BF16);
@@ -208,13 +208,13 @@ static void run_shape(const Shape& s) {
         check("layernorm_backward without dinp_colsum leaves it untouched [" + shape + "]", diff == 0,
               strfmt("%zu bytes differ", diff));
 
-        const float ms = time_ms([&] { layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0); });
+        const float ms = time_ms([&] { layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0); });
         // minimum: read dout, inp, dinp; write dinp (the parameter gradients are small)
         report("layernorm_backward", shape, ms, 4.0 * NC * sizeof(floatX) + 8.0 * N);
-        const float ms2 = time_ms([&] { layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol); });
+        const float ms2 = time_ms([&] { layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol); });
         report("layernorm_backward +dinp_colsum", shape, ms2, 4.0 * NC * sizeof(floatX) + 8.0 * N);
         // of which the last step: the per-block partials (3, blocks, C) added into the three gradients
-        const LayerNormBackwardGrid g = layernorm_backward_grid(N, C, true);
+        const LayerNormBackwardGrid g = layernorm_backward_grid(lab_ctx(), N, C, true);
         const int blocks = g.blocks;
         printf("layernorm_backward grid [%s]: %d blocks of %d warps, %zu bytes of shared memory each\n", shape.c_str(),
                g.blocks, g.warps, g.smem);
