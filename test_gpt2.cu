@@ -160,10 +160,6 @@ int main(int argc, char** argv) {
         else if (flag == "-o") scratch_dir = argv[i + 1];
         else fatal("unknown flag %s (usage: test_gpt2cu [-e model.bin] [-s debug_state.bin] [-o dir])", argv[i]);
     }
-    GpuContextOptions ctx_opt;
-    ctx_opt.allow_tf32 = false;  // the FP32 comparison is against full fp32
-    GpuContext ctx;
-    gpu_context_init(&ctx, ctx_opt);
 #ifdef ENABLE_CUDNN
     const char* attention_impl = "cuDNN";
 #else
@@ -182,6 +178,11 @@ int main(int argc, char** argv) {
     const int B = ds.B, T = ds.T, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     printf("config: L=%d NH=%d C=%d V=%d Vp=%d maxT=%d, batch B=%d T=%d, %zu parameters\n", cfg.num_layers,
            cfg.num_heads, cfg.channels, V, Vp, cfg.max_seq_len, B, T, gpt2_num_parameters(cfg));
+
+    GpuContextOptions ctx_opt;
+    ctx_opt.allow_tf32 = false;  // the FP32 comparison is against full fp32
+    GpuContext ctx;  // every model below runs on it (make_model)
+    gpu_context_init(&ctx, ctx_opt);
 
     Checker chk;
     chk.ds = &ds;

@@ -15,7 +15,8 @@
  *                   gpt2_backward sets it from GPT2::timer for the duration of the pass
  *
  * Who creates it: the program, once the device is chosen: train_gpt2.cu's setup (after the NCCL
- * start-up picks the device), test_gpt2.cu's main, the kernel labs in lab_init (dev/cuda/common.h).
+ * start-up picks the device), test_gpt2.cu's main, the kernel labs in lab_init (dev/cuda/common.h; the
+ * cuDNN attention labs make a CudnnState of their own with cudnn_state_create).
  * gpu_context_init makes everything (the cuDNN handle too, so a bad install fails at start-up);
  * gpu_context_free releases it. Lifetime: it must outlive every model and every launch that uses it;
  * it is not copyable (the model holds a pointer, the launchers take a reference). Several models may
