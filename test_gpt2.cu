@@ -115,13 +115,14 @@ static MultiGpuConfig single_process() {
 }
 static MultiGpuConfig g_single = single_process();
 
-static void make_model(GPT2* model, const char* path, int recompute, int B, int T, int gelu_fusion = 0) {
+// Every model of the test shares the one GpuContext of main: its stream, cuBLASLt/cuDNN plans and caches.
+static void make_model(GPT2* model, GpuContext* ctx, const char* path, int recompute, int B, int T,
+                       int gelu_fusion = 0) {
     const ModelFileInfo info = model_file_read_header(path);
     GPT2Options opt;
     opt.recompute = recompute;
     opt.gelu_fusion = gelu_fusion;
-    opt.allow_tf32 = false;  // the FP32 comparison is against full fp32
-    gpt2_allocate_state(model, info.cfg, opt, &g_single);
+    gpt2_allocate_state(model, info.cfg, opt, &g_single, ctx);
     gpt2_load_params(model, path, info);
     gpt2_allocate_activations(model, B, T);
 }
@@ -161,7 +162,6 @@ int main(int argc, char** argv) {
     }
 #ifdef ENABLE_CUDNN
     const char* attention_impl = "cuDNN";
-    create_cudnn();
 #else
     const char* attention_impl = "llmc/attention.cuh";
 #endif
@@ -179,12 +179,17 @@ int main(int argc, char** argv) {
     printf("config: L=%d NH=%d C=%d V=%d Vp=%d maxT=%d, batch B=%d T=%d, %zu parameters\n", cfg.num_layers,
            cfg.num_heads, cfg.channels, V, Vp, cfg.max_seq_len, B, T, gpt2_num_parameters(cfg));
 
+    GpuContextOptions ctx_opt;
+    ctx_opt.allow_tf32 = false;  // the FP32 comparison is against full fp32
+    GpuContext ctx;  // every model below runs on it (make_model)
+    gpu_context_init(&ctx, ctx_opt);
+
     Checker chk;
     chk.ds = &ds;
 
     // 1. logits and loss -------------------------------------------------------------------
     GPT2 model;
-    make_model(&model, model_path, 1, B, T);
+    make_model(&model, &ctx, model_path, 1, B, T);
     gpt2_zero_losses(&model);
     gpt2_forward(&model, ds.x.data(), ds.y.data(), B, T, false);
     {
@@ -226,7 +231,7 @@ int main(int argc, char** argv) {
             }
             continue;
         }
-        make_model(&m, model_path, r, B, T);
+        make_model(&m, &ctx, model_path, r, B, T);
         gpt2_zero_grad(&m);
         gpt2_forward(&m, ds.x.data(), ds.y.data(), B, T, true);
         gpt2_backward(&m, B, T);
@@ -241,7 +246,7 @@ int main(int argc, char** argv) {
     // different rounding path, so it is checked against the reference rather than bitwise.
     {
         GPT2 m;
-        make_model(&m, model_path, 0, B, T, 2);
+        make_model(&m, &ctx, model_path, 0, B, T, 2);
         gpt2_zero_grad(&m);
         gpt2_forward(&m, ds.x.data(), ds.y.data(), B, T, true);
         gpt2_backward(&m, B, T);
@@ -316,7 +321,7 @@ int main(int argc, char** argv) {
     for (int t = 0; t < N; t++) cont[t] = train_step_on_batch(&model, lr, K + t + 1);
 
     GPT2 re;
-    make_model(&re, model_path, 1, B, T);
+    make_model(&re, &ctx, model_path, 1, B, T);
     DebugStep resumed_step_on_batch(ds);
     {
         CheckpointRead ck;
@@ -341,10 +346,7 @@ int main(int argc, char** argv) {
 
     gpt2_free(&re);
     gpt2_free(&model);
-    matmul_context_destroy();
-#ifdef ENABLE_CUDNN
-    destroy_cudnn();
-#endif
+    gpu_context_free(&ctx);
     printf("overall: %s (%d failed checks)\n", chk.failures == 0 ? "PASS" : "FAIL", chk.failures);
     return chk.failures == 0 ? 0 : 1;
 }

@@ -260,6 +260,7 @@ static void on_stop_signal(int sig) { g_stop_signal = sig; }
 struct Trainer {
     TrainConfig cfg;
     MultiGpuConfig mp;
+    GpuContext ctx;  // llmc/gpu_context.cuh: made in setup once the device is chosen, held by the model
     GPT2 model;
     DataLoader train_loader, val_loader;
     EvalLoader eval_loader;
@@ -596,22 +597,24 @@ static void setup(Trainer& tr) {
     opt.recompute = c.recompute;
     opt.gelu_fusion = c.gelu_fusion;
     opt.use_master_weights = c.master_weights != 0;
-    opt.allow_tf32 = c.allow_tf32 != 0;
-    opt.matmul_autotune = c.matmul_autotune != 0;
     if (c.zero_stage > 0 && c.num_processes == 1 && is_rank0(tr)) {
         printf("note: -z %d with one process shards nothing\n", c.zero_stage);
     }
-    const cudaDeviceProp& props = device_props();
+    GpuContextOptions ctx_opt;
+    ctx_opt.allow_tf32 = c.allow_tf32 != 0;
+    ctx_opt.autotune = c.matmul_autotune != 0;
+    gpu_context_init(&tr.ctx, ctx_opt);  // on the device multi_gpu_config_init chose
+    const cudaDeviceProp& props = tr.ctx.props;
     tr.peak = gpu_peak_bf16_flops(props);
 
     // model
-    gpt2_allocate_state(&tr.model, mc, opt, &tr.mp);
+    gpt2_allocate_state(&tr.model, mc, opt, &tr.mp, &tr.ctx);
     tr.model.rng_state = 13371337;  // the same on every process: replicas must round identically
     if (from_descriptor) gpt2_init_random(&tr.model, c.seed);
     else gpt2_load_params(&tr.model, c.init.c_str(), info);
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const int max_b = gpt2_estimate_max_batch(mc, c.T, c.recompute, free_bytes);
+    const int max_b = gpt2_estimate_max_batch(tr.ctx, mc, c.T, c.recompute, free_bytes);
     gpt2_allocate_activations(&tr.model, c.B, c.T);
 
     if (c.resume) {
@@ -680,7 +683,7 @@ static void setup(Trainer& tr) {
         printf("memory: parameters+gradients+optimizer %.2f GiB, activations %.2f GiB; "
                "estimated max micro-batch at T=%d with -r %d: %d\n",
                gpt2_state_bytes(mc, gpt2_uses_master_weights(&tr.model), &tr.mp) / 1073741824.0,
-               gpt2_activation_bytes(mc, c.B, c.T, c.recompute) / 1073741824.0, c.T, c.recompute, max_b);
+               gpt2_activation_bytes(tr.ctx, mc, c.B, c.T, c.recompute) / 1073741824.0, c.T, c.recompute, max_b);
     }
 }
 
@@ -693,9 +696,6 @@ int main(int argc, char** argv) {
     // started before setup, so the collectives of a resume are bounded too
     watchdog_start(&tr.watchdog, tr.cfg.watchdog_s, [&tr] { multi_gpu_abort(&tr.mp); });
     setup(tr);
-#ifdef ENABLE_CUDNN
-    create_cudnn();
-#endif
     const TrainConfig& c = tr.cfg;
     GPT2& model = tr.model;
     signal(SIGINT, on_stop_signal);
@@ -790,9 +790,9 @@ int main(int argc, char** argv) {
             printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n",
                    step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s_shown);
             if (step == tr.start_step && c.matmul_autotune) {
-                printf("%s\n", matmul_autotune_summary().c_str());
+                printf("%s\n", matmul_autotune_summary(tr.ctx).c_str());
 #ifdef ENABLE_CUDNN
-                printf("%s\n", cudnn_autotune_summary().c_str());
+                printf("%s\n", cudnn_autotune_summary(*tr.ctx.cudnn).c_str());
 #endif
             }
             fflush(stdout);
@@ -810,7 +810,7 @@ int main(int argc, char** argv) {
     if (model.timer) {
         if (is_rank0(tr)) {
             phase_timer_print(model.timer);
-            if (c.matmul_autotune) matmul_autotune_print();
+            if (c.matmul_autotune) matmul_autotune_print(tr.ctx);
         }
         phase_timer_free(model.timer);
         model.timer = nullptr;
@@ -823,10 +823,7 @@ int main(int argc, char** argv) {
     if (tr.have_val) dataloader_free(&tr.val_loader);
     if (tr.have_eval) eval_loader_free(&tr.eval_loader);
     gpt2_free(&model);
-    matmul_context_destroy();
-#ifdef ENABLE_CUDNN
-    destroy_cudnn();
-#endif
+    gpu_context_free(&tr.ctx);
     {
         WatchdogWait w(wd, tr.train_num_batches, "NCCL shutdown (ncclCommFinalize)");
         multi_gpu_config_free(&tr.mp);

@@ -24,9 +24,10 @@ constexpr float AUTOTUNE_MIN_GAIN = 0.03f;
 // each run after L2 is overwritten (back-to-back runs find their operands in L2, which the training
 // step's kernels mostly do not: that hid a 12% difference between the LM head forward's cuBLASLt
 // candidates); the fastest round counts.
-inline std::vector<float> autotune_time(int count, const std::function<void(int)>& launch, cudaStream_t stream) {
+inline std::vector<float> autotune_time(const cudaDeviceProp& props, int count, const std::function<void(int)>& launch,
+                                        cudaStream_t stream) {
     void* flush = nullptr;
-    const size_t flush_bytes = 2 * (size_t)device_props().l2CacheSize;
+    const size_t flush_bytes = 2 * (size_t)props.l2CacheSize;
     if (cudaMalloc(&flush, flush_bytes) != cudaSuccess) {  // no room: time without the flush
         (void)cudaGetLastError();
         flush = nullptr;
@@ -87,13 +88,13 @@ struct AutotuneOutput {
 };
 
 // Hash of all outputs (synchronizes the stream); scratch: one device word.
-inline uint64_t autotune_outputs_hash(const std::vector<AutotuneOutput>& outputs, unsigned long long* scratch,
-                                      cudaStream_t stream) {
+inline uint64_t autotune_outputs_hash(const cudaDeviceProp& props, const std::vector<AutotuneOutput>& outputs,
+                                      unsigned long long* scratch, cudaStream_t stream) {
     uint64_t h = 0;
     for (size_t o = 0; o < outputs.size(); o++) {
         cudaCheck(cudaMemsetAsync(scratch, 0, sizeof(unsigned long long), stream));
         const size_t n = outputs[o].bytes;
-        const int blocks = (int)std::min<size_t>(4 * (size_t)device_props().multiProcessorCount, n / 1024 + 1);
+        const int blocks = (int)std::min<size_t>(4 * (size_t)props.multiProcessorCount, n / 1024 + 1);
         autotune_hash_kernel<<<blocks, 256, 0, stream>>>((const uint8_t*)outputs[o].ptr, n, scratch);
         cudaCheckLaunch();
         unsigned long long sum = 0;
@@ -116,10 +117,11 @@ struct AutotuneChoice {
 // candidate i on `stream` and returns false when it cannot run (it is then not a candidate; the default
 // must run; run must not synchronize: it is also what autotune_time times). Each candidate runs once
 // after prepare() and its outputs are hashed; the equal ones are timed and picked from. Afterwards the
-// outputs are as the last timed run left them.
-inline AutotuneChoice autotune_choose(int count, const std::vector<AutotuneOutput>& outputs,
-                                      const std::function<void()>& prepare, const std::function<bool(int)>& run,
-                                      cudaStream_t stream) {
+// outputs are as the last timed run left them. props: the device's (L2 size of the flush, SM count of
+// the hash grid), from the caller's GpuContext (llmc/gpu_context.cuh) or cuDNN state.
+inline AutotuneChoice autotune_choose(const cudaDeviceProp& props, int count,
+                                      const std::vector<AutotuneOutput>& outputs, const std::function<void()>& prepare,
+                                      const std::function<bool(int)>& run, cudaStream_t stream) {
     unsigned long long* scratch = nullptr;
     cudaCheck(cudaMalloc(&scratch, sizeof(unsigned long long)));
     AutotuneChoice r;
@@ -132,12 +134,12 @@ inline AutotuneChoice autotune_choose(int count, const std::vector<AutotuneOutpu
         }
         const cudaError_t err = cudaStreamSynchronize(stream);  // a failing kernel is named here, not in the hash
         if (err != cudaSuccess) check_failed_("CUDA", cudaGetErrorString(err), "autotune trial run", __FILE__, __LINE__);
-        const uint64_t h = autotune_outputs_hash(outputs, scratch, stream);
+        const uint64_t h = autotune_outputs_hash(props, outputs, scratch, stream);
         if (i == 0) reference = h;
         if (h == reference) r.equal.push_back(i);
     }
     cudaCheck(cudaFree(scratch));
-    r.ms = autotune_time((int)r.equal.size(), [&](int e) {
+    r.ms = autotune_time(props, (int)r.equal.size(), [&](int e) {
         if (!run(r.equal[e])) fatal("autotune: candidate %d ran once, then failed when timed", r.equal[e]);
     }, stream);
     r.pick = autotune_pick(r.ms);

@@ -12,14 +12,15 @@
 #pragma once
 
 #include "llmc/cuda_common.h"
+#include "llmc/gpu_context.cuh"
 
 constexpr int COLUMN_REDUCE_WARPS = 8;                      // warps per block, each takes rows in turn
 constexpr int COLUMN_REDUCE_COLS = WARP_SIZE * x128::size;  // columns per block: 256 in bf16, 128 in fp32
 
 // How the partial-sum grid is shaped; the caller sizes its scratch with column_reduce_scratch_floats.
-inline int column_reduce_row_chunks(int N, int OC) {
+inline int column_reduce_row_chunks(const GpuContext& ctx, int N, int OC) {
     const int col_blocks = ceil_div(OC, COLUMN_REDUCE_COLS);
-    int chunks = ceil_div(2L * device_props().multiProcessorCount, col_blocks);
+    int chunks = ceil_div(2L * ctx.props.multiProcessorCount, col_blocks);
     chunks = chunks < 1 ? 1 : chunks;
     const int max_chunks = ceil_div(N, COLUMN_REDUCE_WARPS);  // at least one row per warp
     return chunks > max_chunks ? max_chunks : chunks;
@@ -100,14 +101,15 @@ inline void column_finish(floatX* const* outs, int n_outputs, const float* parti
     cudaCheckLaunch();
 }
 
-inline size_t column_reduce_scratch_floats(int N, int OC) {
-    return (size_t)column_reduce_row_chunks(N, OC) * OC;
+inline size_t column_reduce_scratch_floats(const GpuContext& ctx, int N, int OC) {
+    return (size_t)column_reduce_row_chunks(ctx, N, OC) * OC;
 }
 
-// dbias(OC) += column sums of dout(N, OC). scratch: column_reduce_scratch_floats(N, OC) floats.
-inline void bias_backward(floatX* dbias, const floatX* dout, float* scratch, int N, int OC, cudaStream_t stream) {
+// dbias(OC) += column sums of dout(N, OC). scratch: column_reduce_scratch_floats(ctx, N, OC) floats.
+inline void bias_backward(const GpuContext& ctx, floatX* dbias, const floatX* dout, float* scratch, int N, int OC,
+                          cudaStream_t stream) {
     if (OC % x128::size != 0) fatal("bias_backward: OC=%d must be a multiple of %d", OC, x128::size);
-    const int chunks = column_reduce_row_chunks(N, OC);
+    const int chunks = column_reduce_row_chunks(ctx, N, OC);
     dim3 grid(ceil_div(OC, COLUMN_REDUCE_COLS), chunks);
     column_partial_sums_kernel<<<grid, COLUMN_REDUCE_WARPS * WARP_SIZE, 0, stream>>>(scratch, dout, N, OC);
     cudaCheckLaunch();

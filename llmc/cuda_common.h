@@ -14,7 +14,6 @@
 #include <cublas_v2.h>
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <type_traits>
 #include <vector>
 
@@ -59,29 +58,18 @@ inline void cudaFreeCheck(T** ptr) {
 }
 
 // ----------------------------------------------------------------------------
-// Device properties (queried once; function-local static, so no global in the header)
-
-inline const cudaDeviceProp& device_props() {
-    static cudaDeviceProp props = [] {
-        cudaDeviceProp p;
-        int dev = 0;
-        cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaGetDeviceProperties(&p, dev));
-        return p;
-    }();
-    return props;
-}
+// Dynamic shared memory
 
 // Lets `kernel` be launched with `bytes` of dynamic shared memory: raises its limit when that is
-// above the 48 KB default (once per kernel and size; the host-side record is per process).
+// above the 48 KB default and above what was allowed before. The limit is CUDA's own per-kernel state
+// (one per CUDA context, i.e. per process and device), so it is read back from CUDA, not kept here.
 template <class Kernel>
 inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
-    static std::map<const void*, size_t> enabled;  // kernel -> largest size allowed so far
-    const void* key = reinterpret_cast<const void*>(kernel);
-    size_t& allowed = enabled.emplace(key, 48 * 1024).first->second;
-    if (bytes > allowed) {
+    if (bytes <= 48 * 1024) return;
+    cudaFuncAttributes attr;
+    cudaCheck(cudaFuncGetAttributes(&attr, kernel));
+    if (bytes > (size_t)attr.maxDynamicSharedSizeBytes) {
         cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-        allowed = bytes;
     }
 }
 

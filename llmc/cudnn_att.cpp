@@ -63,12 +63,20 @@ struct TunedGraph {
     float default_ms = 0, chosen_ms = 0;
 };
 
-cudnnHandle_t cudnn_handle = nullptr;
-void* cudnn_workspace = nullptr;  // shared by every graph; grown when a new graph needs more
-size_t cudnn_workspace_bytes = 0;
-bool cudnn_autotune = true;
-std::map<std::tuple<int, int, int, int, bool>, TunedGraph> forward_graphs;  // (B, NH, T, HS, is_training)
-std::map<std::tuple<int, int, int, int>, TunedGraph> backward_graphs;      // (B, NH, T, HS)
+}  // namespace
+
+// Everything this file keeps between calls (llmc/cudnn_att.h): one per cudnn_state_create.
+struct CudnnState {
+    cudnnHandle_t handle = nullptr;
+    void* workspace = nullptr;  // shared by every graph; grown when a new graph needs more
+    size_t workspace_bytes = 0;
+    bool autotune = true;
+    cudaDeviceProp props{};
+    std::map<std::tuple<int, int, int, int, bool>, TunedGraph> forward_graphs;  // (B, NH, T, HS, is_training)
+    std::map<std::tuple<int, int, int, int>, TunedGraph> backward_graphs;      // (B, NH, T, HS)
+};
+
+namespace {
 
 [[noreturn]] void attention_failed(const AttentionShape& s, const std::string& message, const char* stmt,
                                    const char* file, int line) {
@@ -81,22 +89,22 @@ std::map<std::tuple<int, int, int, int>, TunedGraph> backward_graphs;      // (B
 #define feCheck(stmt, shape) do { auto e_ = (stmt); \
     if (e_.is_bad()) attention_failed((shape), e_.get_message(), #stmt, __FILE__, __LINE__); } while (0)
 
-void ensure_workspace(size_t bytes) {
-    if (bytes <= cudnn_workspace_bytes) return;
+void ensure_workspace(CudnnState& st, size_t bytes) {
+    if (bytes <= st.workspace_bytes) return;
     cudaCheck(cudaDeviceSynchronize());  // kernels already queued may still use the old buffer
-    cudaFreeCheck(&cudnn_workspace);
-    cudaCheck(cudaMalloc(&cudnn_workspace, bytes));
-    cudnn_workspace_bytes = bytes;
+    cudaFreeCheck(&st.workspace);
+    cudaCheck(cudaMalloc(&st.workspace, bytes));
+    st.workspace_bytes = bytes;
 }
 
 // validate -> operation graph -> heuristics (mode A, fallback engines after it) -> the first supported
 // plan, or with the autotune on every plan that builds (the first of them stays the default).
-TunedGraph finalize_graph(GraphPtr graph, const AttentionShape& s) {
+TunedGraph finalize_graph(CudnnState& st, GraphPtr graph, const AttentionShape& s) {
     feCheck(graph->validate(), s);
-    feCheck(graph->build_operation_graph(cudnn_handle), s);
+    feCheck(graph->build_operation_graph(st.handle), s);
     feCheck(graph->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), s);
     feCheck(graph->check_support(), s);
-    feCheck(graph->build_plans(cudnn_autotune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), s);
+    feCheck(graph->build_plans(st.autotune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), s);
     TunedGraph tg;
     tg.graph = graph;
     std::string default_name;
@@ -110,10 +118,10 @@ TunedGraph finalize_graph(GraphPtr graph, const AttentionShape& s) {
         }
     }
     tg.plan = tg.default_plan;
-    tg.tuned = !cudnn_autotune;
+    tg.tuned = !st.autotune;
     int64_t workspace = 0;
     feCheck(graph->get_workspace_size_plan_at_index(tg.default_plan, workspace), s);
-    ensure_workspace((size_t)workspace);
+    ensure_workspace(st, (size_t)workspace);
     return tg;
 }
 
@@ -123,7 +131,7 @@ TunedGraph finalize_graph(GraphPtr graph, const AttentionShape& s) {
 // the timing says, and runs stay reproducible across processes. The outputs ([pointer, bytes]) are
 // poisoned (0xFF bytes, NaN) before each trial, so a plan that leaves any of them unwritten cannot pass
 // as equal; no plan reads them.
-void plan_autotune(TunedGraph& tg, std::unordered_map<int64_t, void*>& pointers,
+void plan_autotune(CudnnState& st, TunedGraph& tg, std::unordered_map<int64_t, void*>& pointers,
                    const std::vector<AutotuneOutput>& outputs, const AttentionShape& s, cudaStream_t stream) {
     tg.tuned = true;
     fe::graph::Graph& g = *tg.graph;
@@ -139,11 +147,11 @@ void plan_autotune(TunedGraph& tg, std::unordered_map<int64_t, void*>& pointers,
         for (const AutotuneOutput& o : outputs) cudaCheck(cudaMemsetAsync(const_cast<void*>(o.ptr), 0xFF, o.bytes, stream));
     };
     auto run = [&](int c) {
-        auto e = g.execute_plan_at_index(cudnn_handle, pointers, cudnn_workspace, plans[c]);
+        auto e = g.execute_plan_at_index(st.handle, pointers, st.workspace, plans[c]);
         if (c == 0) feCheck(e, s);
         return e.is_good();  // not: e.g. a plan that did not build
     };
-    const AutotuneChoice choice = autotune_choose((int)plans.size(), outputs, poison, run, stream);
+    const AutotuneChoice choice = autotune_choose(st.props, (int)plans.size(), outputs, poison, run, stream);
     tg.equal_plans = (int)choice.equal.size();
     tg.plan = plans[choice.chosen()];
     tg.default_ms = choice.ms[0];
@@ -193,7 +201,7 @@ SdpaAttributes& causal_scaled(SdpaAttributes& options, int HS) {
         .set_attn_scale(1.0f / sqrtf((float)HS));
 }
 
-TunedGraph build_forward_graph(const AttentionShape& s, bool is_training) {
+TunedGraph build_forward_graph(CudnnState& st, const AttentionShape& s, bool is_training) {
     const AttentionLayout L(s.B, s.T, s.NH, s.HS);
     GraphPtr graph = new_graph();
     try {
@@ -205,13 +213,13 @@ TunedGraph build_forward_graph(const AttentionShape& s, bool is_training) {
             stats->set_output(true).set_uid(kUidStats).set_data_type(fe::DataType_t::FLOAT)
                 .set_dim(L.stats_dims).set_stride(L.stats_strides);
         }
-        return finalize_graph(graph, s);
+        return finalize_graph(st, graph, s);
     } catch (const std::exception& e) {  // the frontend throws when no SDPA implementation fits
         attention_failed(s, e.what(), "build_forward_graph", __FILE__, __LINE__);
     }
 }
 
-TunedGraph build_backward_graph(const AttentionShape& s) {
+TunedGraph build_backward_graph(CudnnState& st, const AttentionShape& s) {
     const AttentionLayout L(s.B, s.T, s.NH, s.HS);
     GraphPtr graph = new_graph();
     try {
@@ -230,7 +238,7 @@ TunedGraph build_backward_graph(const AttentionShape& s) {
         dQ->set_output(true).set_uid(kUidDQ).set_dim(L.dims).set_stride(L.qkv_strides);
         dK->set_output(true).set_uid(kUidDK).set_dim(L.dims).set_stride(L.qkv_strides);
         dV->set_output(true).set_uid(kUidDV).set_dim(L.dims).set_stride(L.qkv_strides);
-        return finalize_graph(graph, s);
+        return finalize_graph(st, graph, s);
     } catch (const std::exception& e) {
         attention_failed(s, e.what(), "build_backward_graph", __FILE__, __LINE__);
     }
@@ -245,15 +253,18 @@ AttentionShape make_shape(int B, int T, int NH, int C, const char* pass) {
 
 }  // namespace
 
-void create_cudnn() {
-    if (cudnn_handle != nullptr) return;
+CudnnState* cudnn_state_create(const cudaDeviceProp& props, bool autotune) {
     // the frontend headers are compiled against CUDNN_MAJOR; a different major at run time would misbehave
     const size_t runtime_version = cudnnGetVersion();
     if (runtime_version / 10000 != CUDNN_MAJOR) {
         fatal("cuDNN version mismatch: built against cuDNN %d.%d, but the loaded library is %zu.%zu",
               CUDNN_MAJOR, CUDNN_MINOR, runtime_version / 10000, (runtime_version / 100) % 100);
     }
-    cudnnCheck(cudnnCreate(&cudnn_handle));
+    CudnnState* st = new CudnnState();
+    st->autotune = autotune;
+    st->props = props;
+    cudnnCheck(cudnnCreate(&st->handle));
+    return st;
 }
 
 std::string cudnn_version_string() {
@@ -264,48 +275,48 @@ std::string cudnn_version_string() {
     return buf;
 }
 
-void destroy_cudnn() {
-    forward_graphs.clear();
-    backward_graphs.clear();
-    cudaFreeCheck(&cudnn_workspace);
-    cudnn_workspace_bytes = 0;
-    if (cudnn_handle != nullptr) cudnnCheck(cudnnDestroy(cudnn_handle));
-    cudnn_handle = nullptr;
+void cudnn_state_destroy(CudnnState* st) {
+    if (st == nullptr) return;
+    st->forward_graphs.clear();
+    st->backward_graphs.clear();
+    cudaFreeCheck(&st->workspace);
+    if (st->handle != nullptr) cudnnCheck(cudnnDestroy(st->handle));
+    delete st;
 }
 
-void attention_forward_cudnn(floatX* out, float* stats, const floatX* inp, int B, int T, int NH, int C,
+void attention_forward_cudnn(CudnnState& st, floatX* out, float* stats, const floatX* inp, int B, int T, int NH, int C,
                              bool is_training, cudaStream_t stream) {
     const AttentionShape s = make_shape(B, T, NH, C, "forward");
-    create_cudnn();  // no-op once the handle exists
     if (is_training && stats == nullptr) attention_failed(s, "is_training needs a stats buffer", "stats", __FILE__, __LINE__);
 
     const auto key = std::make_tuple(B, NH, T, s.HS, is_training);
-    auto it = forward_graphs.find(key);
-    if (it == forward_graphs.end()) it = forward_graphs.emplace(key, build_forward_graph(s, is_training)).first;
+    auto it = st.forward_graphs.find(key);
+    if (it == st.forward_graphs.end()) {
+        it = st.forward_graphs.emplace(key, build_forward_graph(st, s, is_training)).first;
+    }
 
     floatX* qkv = const_cast<floatX*>(inp);
     std::unordered_map<int64_t, void*> pointers = {
         {kUidQ, qkv}, {kUidK, qkv + C}, {kUidV, qkv + 2 * C}, {kUidO, out}};
     if (is_training) pointers[kUidStats] = stats;
 
-    cudnnCheck(cudnnSetStream(cudnn_handle, stream));
+    cudnnCheck(cudnnSetStream(st.handle, stream));
     TunedGraph& tg = it->second;
     if (!tg.tuned) {
         std::vector<AutotuneOutput> outputs = {{out, (size_t)B * T * C * sizeof(floatX)}};
         if (is_training) outputs.push_back({stats, (size_t)B * NH * T * sizeof(float)});
-        plan_autotune(tg, pointers, outputs, s, stream);
+        plan_autotune(st, tg, pointers, outputs, s, stream);
     }
-    feCheck(tg.graph->execute_plan_at_index(cudnn_handle, pointers, cudnn_workspace, tg.plan), s);
+    feCheck(tg.graph->execute_plan_at_index(st.handle, pointers, st.workspace, tg.plan), s);
 }
 
-void attention_backward_cudnn(floatX* dinp, const floatX* dout, const floatX* inp, const floatX* out,
+void attention_backward_cudnn(CudnnState& st, floatX* dinp, const floatX* dout, const floatX* inp, const floatX* out,
                               const float* stats, int B, int T, int NH, int C, cudaStream_t stream) {
     const AttentionShape s = make_shape(B, T, NH, C, "backward");
-    create_cudnn();
 
     const auto key = std::make_tuple(B, NH, T, s.HS);
-    auto it = backward_graphs.find(key);
-    if (it == backward_graphs.end()) it = backward_graphs.emplace(key, build_backward_graph(s)).first;
+    auto it = st.backward_graphs.find(key);
+    if (it == st.backward_graphs.end()) it = st.backward_graphs.emplace(key, build_backward_graph(st, s)).first;
 
     floatX* qkv = const_cast<floatX*>(inp);
     std::unordered_map<int64_t, void*> pointers = {
@@ -314,22 +325,14 @@ void attention_backward_cudnn(floatX* dinp, const floatX* dout, const floatX* in
         {kUidStats, const_cast<float*>(stats)},
         {kUidDQ, dinp}, {kUidDK, dinp + C}, {kUidDV, dinp + 2 * C}};
 
-    cudnnCheck(cudnnSetStream(cudnn_handle, stream));
+    cudnnCheck(cudnnSetStream(st.handle, stream));
     TunedGraph& tg = it->second;
-    if (!tg.tuned) plan_autotune(tg, pointers, {{dinp, (size_t)B * T * 3 * C * sizeof(floatX)}}, s, stream);
-    feCheck(tg.graph->execute_plan_at_index(cudnn_handle, pointers, cudnn_workspace, tg.plan), s);
+    if (!tg.tuned) plan_autotune(st, tg, pointers, {{dinp, (size_t)B * T * 3 * C * sizeof(floatX)}}, s, stream);
+    feCheck(tg.graph->execute_plan_at_index(st.handle, pointers, st.workspace, tg.plan), s);
 }
 
-void cudnn_set_autotune(bool on) {
-    if (on == cudnn_autotune) return;
-    if (!forward_graphs.empty() || !backward_graphs.empty()) {
-        fatal("cudnn_set_autotune: change it before the first attention call (or after destroy_cudnn)");
-    }
-    cudnn_autotune = on;
-}
-
-std::string cudnn_autotune_summary() {
-    if (!cudnn_autotune) return "cuDNN attention autotune: off";
+std::string cudnn_autotune_summary(const CudnnState& st) {
+    if (!st.autotune) return "cuDNN attention autotune: off";
     std::string out = "cuDNN attention autotune (plans bitwise equal to the default; one call, default -> chosen):";
     auto add = [&](const char* pass, const TunedGraph& tg, int B, int T, int NH) {
         if (!tg.tuned) return;
@@ -339,11 +342,11 @@ std::string cudnn_autotune_summary() {
                  tg.chosen_ms, (long long)tg.plan, (long long)tg.default_plan);
         out += buf;
     };
-    for (const auto& kv : forward_graphs) {
+    for (const auto& kv : st.forward_graphs) {
         add(std::get<4>(kv.first) ? "forward" : "forward (inference)", kv.second, std::get<0>(kv.first),
             std::get<2>(kv.first), std::get<1>(kv.first));
     }
-    for (const auto& kv : backward_graphs) {
+    for (const auto& kv : st.backward_graphs) {
         add("backward", kv.second, std::get<0>(kv.first), std::get<2>(kv.first), std::get<1>(kv.first));
     }
     return out;

@@ -36,6 +36,7 @@
 #include "llmc/fused_classifier.cuh"
 #include "llmc/gelu.cuh"
 #include "llmc/global_norm.cuh"
+#include "llmc/gpu_context.cuh"
 #include "llmc/layernorm.cuh"
 #include "llmc/matmul.cuh"
 #include "llmc/model_file.h"
@@ -154,13 +155,13 @@ struct GPT2Options {
     int recompute = 1;           // -r
     int gelu_fusion = 0;         // -ge
     bool use_master_weights = true;  // -w (bf16 builds only)
-    bool allow_tf32 = true;      // -f (FP32 builds only)
-    bool matmul_autotune = true; // -ma (llmc/matmul.cuh, and the cuDNN attention plans)
+    // (-f and -ma, TF32 and the autotunes, are the GpuContext's: llmc/gpu_context.cuh)
 };
 
 struct GPT2 {
     GPT2Config config;
     GPT2Options opt;
+    GpuContext* ctx = nullptr;         // the program's (llmc/gpu_context.cuh), not owned
     size_t param_sizes[NUM_PARAMETER_TENSORS];
     size_t num_parameters = 0;
     MultiGpuConfig* mp = nullptr;      // process group (single-process config when not distributed)
@@ -192,7 +193,7 @@ struct GPT2 {
     // training state
     uint64_t rng_state = 13371337;  // seeds of stochastic rounding; advanced every backward and update
     uint64_t rng_state_last_update = 0;  // rng_state when the last update began (state file slots 22-23)
-    cudaStream_t stream = nullptr;
+    cudaStream_t stream = nullptr;  // ctx->stream (not owned)
     PhaseTimer* timer = nullptr;    // -pt 1: per-phase GPU timing (nullptr: off)
 };
 
@@ -213,22 +214,26 @@ inline size_t gpt2_state_bytes(const GPT2Config& cfg, bool master, const MultiGp
     return n * sizeof(floatX) * 2 + ns * sizeof(float) * (master ? 3 : 2);
 }
 
-inline size_t gpt2_scratch_floats(const GPT2Config& cfg, int B, int T) {
+inline size_t gpt2_scratch_floats(GpuContext& ctx, const GPT2Config& cfg, int B, int T) {
     const int BT = B * T, C = cfg.channels;
     size_t reduce = 0;
     for (int oc : {C, 3 * C, 4 * C}) {
-        reduce = std::max(reduce, column_reduce_scratch_floats(BT, oc));
+        reduce = std::max(reduce, column_reduce_scratch_floats(ctx, BT, oc));
         reduce = std::max(reduce, matmul_bias_grad_scratch_floats(C, oc));
     }
-    reduce = std::max(reduce, layernorm_backward_scratch_floats(BT, C));
+    reduce = std::max(reduce, layernorm_backward_scratch_floats(ctx, BT, C));
     const size_t att = (size_t)B * cfg.num_heads * T;
     return std::max(reduce, att) + GLOBAL_NORM_BLOCKS + 64;
 }
 
-// Allocates parameters (uninitialized), gradients and optimizer state (this process's shard of it).
-inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Options& opt, MultiGpuConfig* mp) {
+// Allocates parameters (uninitialized), gradients and optimizer state (this process's shard of it). The
+// model launches on ctx's stream with ctx's handles, caches and flags; ctx must outlive it.
+inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Options& opt, MultiGpuConfig* mp,
+                                GpuContext* ctx) {
     model->config = cfg;
     model->opt = opt;
+    model->ctx = ctx;
+    model->stream = ctx->stream;
     std::string problem = gpt2_config_problem(cfg);
     if (!problem.empty()) fatal("bad model configuration: %s", problem.c_str());
     attention_check_shape(cfg.channels, cfg.num_heads);
@@ -239,7 +244,6 @@ inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Op
     model->shard.size = zero_shard_size(cfg, mp->zero_stage, mp->num_processes);
     const size_t n = model->num_parameters;
     const size_t ns = model->shard.size;
-    cudaCheck(cudaStreamCreate(&model->stream));
     cudaCheck(cudaMalloc(&model->params_memory, n * sizeof(floatX)));
     cudaCheck(cudaMalloc(&model->grads_memory, n * sizeof(floatX)));
     cudaCheck(cudaMalloc(&model->m_memory, ns * sizeof(float)));
@@ -256,11 +260,6 @@ inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Op
     }
     gpt2_set_param_pointers(&model->params, model->params_memory, model->param_sizes);
     gpt2_set_param_pointers(&model->grads, model->grads_memory, model->param_sizes);
-    matmul_context().allow_tf32 = opt.allow_tf32;
-    matmul_context().autotune = opt.matmul_autotune;
-#ifdef ENABLE_CUDNN
-    cudnn_set_autotune(opt.matmul_autotune);  // -ma covers the attention plans too
-#endif
     cudaCheck(cudaMallocHost(&model->norm_host, sizeof(float)));
 }
 
@@ -289,8 +288,8 @@ inline void gpt2_write_params(const GPT2* model, const char* path) {
                      kFloatXIsBF16 ? MODEL_FILE_VERSION_BF16 : MODEL_FILE_VERSION_FP32);
 }
 
-inline size_t gpt2_activation_bytes(const GPT2Config& cfg, int B, int T, int recompute) {
-    return gpt2_activation_layout(cfg, B, T, recompute).total + gpt2_scratch_floats(cfg, B, T) * sizeof(float);
+inline size_t gpt2_activation_bytes(GpuContext& ctx, const GPT2Config& cfg, int B, int T, int recompute) {
+    return gpt2_activation_layout(cfg, B, T, recompute).total + gpt2_scratch_floats(ctx, cfg, B, T) * sizeof(float);
 }
 
 // Allocates activations for micro-batch (B, T). Checks free GPU memory first and explains a shortfall.
@@ -300,7 +299,7 @@ inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
     model->B = B;
     model->T = T;
     const ActivationLayout layout = gpt2_activation_layout(c, B, T, model->opt.recompute);
-    model->scratch_f32_floats = gpt2_scratch_floats(c, B, T);
+    model->scratch_f32_floats = gpt2_scratch_floats(*model->ctx, c, B, T);
     const size_t need = layout.total + model->scratch_f32_floats * sizeof(float);
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -331,16 +330,16 @@ inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
 }
 
 // Largest micro-batch B (for this T) whose activations fit in `free_bytes`.
-inline int gpt2_estimate_max_batch(const GPT2Config& cfg, int T, int recompute, size_t free_bytes) {
+inline int gpt2_estimate_max_batch(GpuContext& ctx, const GPT2Config& cfg, int T, int recompute, size_t free_bytes) {
     int best = 0;
     for (int b = 1; b <= 4096; b *= 2) {
-        if (gpt2_activation_bytes(cfg, b, T, recompute) + (512ull << 20) <= free_bytes) best = b;
+        if (gpt2_activation_bytes(ctx, cfg, b, T, recompute) + (512ull << 20) <= free_bytes) best = b;
         else break;
     }
     // refine linearly above the last power of two
     if (best > 0) {
         for (int b = best + 1; b < 2 * best; b++) {
-            if (gpt2_activation_bytes(cfg, b, T, recompute) + (512ull << 20) <= free_bytes) best = b;
+            if (gpt2_activation_bytes(ctx, cfg, b, T, recompute) + (512ull << 20) <= free_bytes) best = b;
             else break;
         }
     }
@@ -364,29 +363,31 @@ inline void gpt2_free(GPT2* model) {
     model->inputs_host = model->targets_host = nullptr;
     model->losses_host = model->norm_host = nullptr;
     encoder_backward_workspace_free(&model->enc_ws);
-    if (model->stream) cudaCheck(cudaStreamDestroy(model->stream));
-    model->stream = nullptr;
+    model->stream = nullptr;  // the context's (gpu_context_free destroys it)
+    model->ctx = nullptr;
 }
 
 // ----------------------------------------------------------------------------
 // attention dispatch: the one place where USE_CUDNN chooses the implementation
 
-inline void gpt2_attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
-                                   cudaStream_t stream) {
+inline void gpt2_attention_forward(GpuContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
+                                   int NH, cudaStream_t stream) {
 #ifdef ENABLE_CUDNN
-    attention_forward_cudnn(out, lse, qkv, B, T, NH, C, true, stream);
+    attention_forward_cudnn(*ctx.cudnn, out, lse, qkv, B, T, NH, C, true, stream);
 #else
+    (void)ctx;
     attention_forward(out, lse, qkv, B, T, C, NH, stream);
 #endif
 }
 
-inline void gpt2_attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv,
-                                    const floatX* out, const float* lse, int B, int T, int C, int NH,
+inline void gpt2_attention_backward(GpuContext& ctx, floatX* dqkv, float* scratch, const floatX* dout,
+                                    const floatX* qkv, const floatX* out, const float* lse, int B, int T, int C, int NH,
                                     cudaStream_t stream) {
 #ifdef ENABLE_CUDNN
     (void)scratch;
-    attention_backward_cudnn(dqkv, dout, qkv, out, lse, B, T, NH, C, stream);
+    attention_backward_cudnn(*ctx.cudnn, dqkv, dout, qkv, out, lse, B, T, NH, C, stream);
 #else
+    (void)ctx;
     attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream);
 #endif
 }
@@ -468,6 +469,7 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     const int BT = B * T;
     const int LD = gpt2_ln_ld(cfg);  // ln1 / ln2 row stride
     cudaStream_t s = model->stream;
+    GpuContext& ctx = *model->ctx;
     ActivationTensors& a = model->acts;
     const ParameterTensors& p = model->params;
 
@@ -488,30 +490,31 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         phase_mark(tm, "layernorm fwd", s);
         layernorm_forward(v.ln1, v.ln1_mean, v.ln1_rstd, v.residual, v.w.ln1w, v.w.ln1b, BT, C, s, LD);
         phase_mark(tm, "matmul qkv fwd", s);
-        matmul_forward(v.qkv, nullptr, v.ln1, v.w.qkvw, v.w.qkvb, BT, C, 3 * C, s, LD);
+        matmul_forward(ctx, v.qkv, nullptr, v.ln1, v.w.qkvw, v.w.qkvb, BT, C, 3 * C, s, LD);
         phase_mark(tm, "attention fwd", s);
-        gpt2_attention_forward(v.atty, v.lse, v.qkv, B, T, C, NH, s);
+        gpt2_attention_forward(ctx, v.atty, v.lse, v.qkv, B, T, C, NH, s);
         phase_mark(tm, "matmul attproj fwd", s);
         // the residual add rides in the GEMM epilogue (llmc/matmul.cuh): residual2 = residual + attproj
-        matmul_forward(v.residual2, nullptr, v.atty, v.w.attprojw, v.w.attprojb, BT, C, C, s, 0, v.residual);
+        matmul_forward(ctx, v.residual2, nullptr, v.atty, v.w.attprojw, v.w.attprojb, BT, C, C, s, 0, v.residual);
         phase_mark(tm, "layernorm fwd", s);
         layernorm_forward(v.ln2, v.ln2_mean, v.ln2_rstd, v.residual2, v.w.ln2w, v.w.ln2b, BT, C, s, LD);
         phase_mark(tm, "matmul fc fwd", s);
         if (model->opt.gelu_fusion >= 1) {
-            matmul_forward(v.fch_gelu, v.fch, v.ln2, v.w.fcw, v.w.fcb, BT, C, 4 * C, s, LD);
+            matmul_forward(ctx, v.fch_gelu, v.fch, v.ln2, v.w.fcw, v.w.fcb, BT, C, 4 * C, s, LD);
         } else {
-            matmul_forward(v.fch, nullptr, v.ln2, v.w.fcw, v.w.fcb, BT, C, 4 * C, s, LD);
+            matmul_forward(ctx, v.fch, nullptr, v.ln2, v.w.fcw, v.w.fcb, BT, C, 4 * C, s, LD);
             phase_mark(tm, "gelu fwd", s);
             gelu_forward(v.fch_gelu, v.fch, (size_t)BT * 4 * C, s);
         }
         phase_mark(tm, "matmul fcproj fwd", s);
-        matmul_forward(v.residual3, nullptr, v.fch_gelu, v.w.fcprojw, v.w.fcprojb, BT, 4 * C, C, s, 0, v.residual2);
+        matmul_forward(ctx, v.residual3, nullptr, v.fch_gelu, v.w.fcprojw, v.w.fcprojb, BT, 4 * C, C, s, 0,
+                       v.residual2);
     }
     phase_mark(tm, "layernorm fwd", s);
     const floatX* residual3 = gpt2_layer_view(model, L - 1, B, T).residual3;
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual3, p.lnfw, p.lnfb, BT, C, s);
     phase_mark(tm, "lm head fwd", s);
-    matmul_forward(a.output, nullptr, a.lnf, p.wte, nullptr, BT, C, Vp, s);
+    matmul_forward(ctx, a.output, nullptr, a.lnf, p.wte, nullptr, BT, C, Vp, s);
 
     if (targets) {
         const float dloss = 1.0f / ((float)BT * grad_accum_steps);
@@ -553,6 +556,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     const size_t btc = (size_t)BT * C;
     const int LD = gpt2_ln_ld(cfg);  // ln1 / ln2 row stride
     cudaStream_t s = model->stream;
+    GpuContext& ctx = *model->ctx;
     ActivationTensors& a = model->acts;
     const ParameterTensors& p = model->params;
     ParameterTensors& g = model->grads;
@@ -564,18 +568,18 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     floatX* dl_btc = a.scratch_btc2;
     floatX* dl_bt4c = a.scratch_bt4c;
     PhaseTimer* tm = model->timer;
-    matmul_context().timer = tm;  // matmul_backward's own phases (bias gradients), for this pass only
+    ctx.timer = tm;  // matmul_backward's own phases (bias gradients), for this pass only
     phase_mark(tm, "lm head bwd", s);
     cudaCheck(cudaMemsetAsync(dresidual, 0, btc * sizeof(floatX), s));
 
     // LM head (tied to wte) and the final LayerNorm
-    matmul_backward(dl_btc, g.wte, nullptr, scratch, a.output, a.lnf, p.wte, nullptr, BT, C, Vp, s);
+    matmul_backward(ctx, dl_btc, g.wte, nullptr, scratch, a.output, a.lnf, p.wte, nullptr, BT, C, Vp, s);
     phase_mark(tm, "layernorm bwd", s);
     // Each LayerNorm backward also sums the residual gradient it leaves behind over the rows: that is
     // the bias gradient of the projection (fcproj, attproj) whose output was added to that residual.
     const LayerView last = gpt2_layer_view(model, L - 1, B, T);
-    layernorm_backward(dresidual, g.lnfw, g.lnfb, scratch, dl_btc, last.residual3, p.lnfw, a.lnf_mean, a.lnf_rstd,
-                       BT, C, s, last.g.fcprojb);
+    layernorm_backward(ctx, dresidual, g.lnfw, g.lnfb, scratch, dl_btc, last.residual3, p.lnfw, a.lnf_mean,
+                       a.lnf_rstd, BT, C, s, last.g.fcprojb);
 
     for (int l = L - 1; l >= 0; l--) {
         const LayerView v = gpt2_layer_view(model, l, B, T);
@@ -587,31 +591,32 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         }
         const bool fused_dgelu = model->opt.gelu_fusion >= 2;
         phase_mark(tm, "matmul fcproj bwd", s);
-        matmul_backward(dl_bt4c, v.g.fcprojw, nullptr, scratch, dresidual, v.fch_gelu, v.w.fcprojw,  // fcprojb: LN bwd
-                        fused_dgelu ? v.fch : nullptr, BT, 4 * C, C, s);
+        matmul_backward(ctx, dl_bt4c, v.g.fcprojw, nullptr, scratch, dresidual, v.fch_gelu,  // fcprojb: LN bwd
+                        v.w.fcprojw, fused_dgelu ? v.fch : nullptr, BT, 4 * C, C, s);
         phase_mark(tm, "gelu bwd", s);
         if (!fused_dgelu) gelu_backward(dl_bt4c, v.fch, dl_bt4c, (size_t)BT * 4 * C, s);
         phase_mark(tm, "matmul fc bwd", s);
-        matmul_backward(dl_btc, v.g.fcw, v.g.fcb, scratch, dl_bt4c, v.ln2, v.w.fcw, nullptr, BT, C, 4 * C, s, LD);
+        matmul_backward(ctx, dl_btc, v.g.fcw, v.g.fcb, scratch, dl_bt4c, v.ln2, v.w.fcw, nullptr, BT, C, 4 * C, s, LD);
         phase_mark(tm, "layernorm bwd", s);
-        layernorm_backward(dresidual, v.g.ln2w, v.g.ln2b, scratch, dl_btc, v.residual2, v.w.ln2w, v.ln2_mean,
+        layernorm_backward(ctx, dresidual, v.g.ln2w, v.g.ln2b, scratch, dl_btc, v.residual2, v.w.ln2w, v.ln2_mean,
                            v.ln2_rstd, BT, C, s, v.g.attprojb);
 
         // attention
         phase_mark(tm, "matmul attproj bwd", s);
-        matmul_backward(dl_btc, v.g.attprojw, nullptr, scratch, dresidual, v.atty, v.w.attprojw, nullptr, BT, C, C, s);
+        matmul_backward(ctx, dl_btc, v.g.attprojw, nullptr, scratch, dresidual, v.atty, v.w.attprojw, nullptr, BT, C, C,
+                        s);
         floatX* dqkv = dl_bt4c;  // (B, T, 3C) fits in the 4C scratch
         phase_mark(tm, "attention bwd", s);
-        gpt2_attention_backward(dqkv, scratch, dl_btc, v.qkv, v.atty, v.lse, B, T, C, NH, s);
+        gpt2_attention_backward(ctx, dqkv, scratch, dl_btc, v.qkv, v.atty, v.lse, B, T, C, NH, s);
         phase_mark(tm, "recompute (gelu, layernorm)", s);
         if (!ln_per_layer) {
             layernorm_recompute(v.ln1, v.residual, v.ln1_mean, v.ln1_rstd, v.w.ln1w, v.w.ln1b, BT, C, s, LD);
         }
         phase_mark(tm, "matmul qkv bwd", s);
-        matmul_backward(dl_btc, v.g.qkvw, v.g.qkvb, scratch, dqkv, v.ln1, v.w.qkvw, nullptr, BT, C, 3 * C, s, LD);
+        matmul_backward(ctx, dl_btc, v.g.qkvw, v.g.qkvb, scratch, dqkv, v.ln1, v.w.qkvw, nullptr, BT, C, 3 * C, s, LD);
         phase_mark(tm, "layernorm bwd", s);
         floatX* prev_fcprojb = l > 0 ? gpt2_layer_slice(g, model->param_sizes, L, l - 1).fcprojb : nullptr;
-        layernorm_backward(dresidual, v.g.ln1w, v.g.ln1b, scratch, dl_btc, v.residual, v.w.ln1w, v.ln1_mean,
+        layernorm_backward(ctx, dresidual, v.g.ln1w, v.g.ln1b, scratch, dl_btc, v.residual, v.w.ln1w, v.ln1_mean,
                            v.ln1_rstd, BT, C, s, prev_fcprojb);
         if (last_micro_step && model->mp->zero_stage == 0) {
             floatX* const* layer_grads = reinterpret_cast<floatX* const*>(&v.g);  // checkpoint order
@@ -630,7 +635,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         multi_gpu_async_reduce(rest, counts, 4, model->mp, s);
     }
     phase_mark(tm, "idle (host work, syncs)", s);
-    matmul_context().timer = nullptr;  // the trainer may free its timer after the last step
+    ctx.timer = nullptr;  // the trainer may free its timer after the last step
 }
 
 // Completes the cross-process gradient reduction of an optimizer step (after its last backward):

@@ -290,19 +290,16 @@ inline size_t layernorm_backward_smem(int C, bool sum_dinp, int warps) {
     return (size_t)warps * (sum_dinp ? 3 : 2) * layernorm_backward_slots(C) * sizeof(float);
 }
 
-struct LayerNormBackwardGrid {
-    int warps, blocks;
-    size_t smem;
-};
-
+// The grid per (C, SumDinp) is worked out once and kept in ctx.layernorm_grids (LayerNormBackwardGrid:
+// llmc/gpu_context.cuh).
 template <bool SumDinp>
-inline LayerNormBackwardGrid layernorm_backward_grid_for(int N, int C) {
-    static int cached_C = -1;  // the grid for the last C asked about
-    static LayerNormBackwardGrid g;
-    if (cached_C != C) {
+inline LayerNormBackwardGrid layernorm_backward_grid_for(GpuContext& ctx, int N, int C) {
+    auto it = ctx.layernorm_grids.find({C, SumDinp});
+    if (it == ctx.layernorm_grids.end()) {
+        LayerNormBackwardGrid g;
         cudaFuncAttributes attr;
         cudaCheck(cudaFuncGetAttributes(&attr, layernorm_backward_kernel<SumDinp>));
-        const size_t limit = device_props().sharedMemPerBlockOptin - attr.sharedSizeBytes;  // minus its static smem
+        const size_t limit = ctx.props.sharedMemPerBlockOptin - attr.sharedSizeBytes;  // minus its static smem
         g.warps = LAYERNORM_BWD_WARPS;
         while (g.warps > 1 && layernorm_backward_smem(C, SumDinp, g.warps) > limit) g.warps /= 2;
         g.smem = layernorm_backward_smem(C, SumDinp, g.warps);
@@ -315,35 +312,37 @@ inline LayerNormBackwardGrid layernorm_backward_grid_for(int N, int C) {
         cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layernorm_backward_kernel<SumDinp>,
                                                                 g.warps * WARP_SIZE, g.smem));
         if (per_sm < 1) fatal("layernorm_backward: no block of %d warps with %zu bytes of shared memory fits (C=%d)", g.warps, g.smem, C);
-        g.blocks = per_sm * device_props().multiProcessorCount;
-        cached_C = C;
+        g.blocks = per_sm * ctx.props.multiProcessorCount;
+        it = ctx.layernorm_grids.emplace(std::make_pair(C, SumDinp), g).first;
     }
-    LayerNormBackwardGrid out = g;
+    LayerNormBackwardGrid out = it->second;
     const int max_blocks = ceil_div(N, out.warps);  // at least one row per warp
     if (out.blocks > max_blocks) out.blocks = max_blocks;
     return out;
 }
 
-inline LayerNormBackwardGrid layernorm_backward_grid(int N, int C, bool sum_dinp) {
-    return sum_dinp ? layernorm_backward_grid_for<true>(N, C) : layernorm_backward_grid_for<false>(N, C);
+inline LayerNormBackwardGrid layernorm_backward_grid(GpuContext& ctx, int N, int C, bool sum_dinp) {
+    return sum_dinp ? layernorm_backward_grid_for<true>(ctx, N, C) : layernorm_backward_grid_for<false>(ctx, N, C);
 }
 
-inline int layernorm_backward_blocks(int N, int C, bool sum_dinp) { return layernorm_backward_grid(N, C, sum_dinp).blocks; }
+inline int layernorm_backward_blocks(GpuContext& ctx, int N, int C, bool sum_dinp) {
+    return layernorm_backward_grid(ctx, N, C, sum_dinp).blocks;
+}
 
-inline size_t layernorm_backward_scratch_floats(int N, int C) {
-    const size_t with = (size_t)3 * layernorm_backward_blocks(N, C, true) * C;
-    const size_t without = (size_t)2 * layernorm_backward_blocks(N, C, false) * C;
+inline size_t layernorm_backward_scratch_floats(GpuContext& ctx, int N, int C) {
+    const size_t with = (size_t)3 * layernorm_backward_blocks(ctx, N, C, true) * C;
+    const size_t without = (size_t)2 * layernorm_backward_blocks(ctx, N, C, false) * C;
     return with > without ? with : without;
 }
 
-// scratch: layernorm_backward_scratch_floats(N, C) floats. dinp_colsum (optional, C): += the column
+// scratch: layernorm_backward_scratch_floats(ctx, N, C) floats. dinp_colsum (optional, C): += the column
 // sums of dinp after the update, i.e. the bias gradient of the matmul whose output fed this residual.
-inline void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
-                               const floatX* inp, const floatX* weight, const float* mean, const float* rstd,
-                               int N, int C, cudaStream_t stream, floatX* dinp_colsum = nullptr) {
+inline void layernorm_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
+                               const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
+                               const float* rstd, int N, int C, cudaStream_t stream, floatX* dinp_colsum = nullptr) {
     if (C % x128::size != 0) fatal("layernorm_backward: C=%d must be a multiple of %d", C, x128::size);
     const bool sum_dinp = dinp_colsum != nullptr;
-    const LayerNormBackwardGrid g = layernorm_backward_grid(N, C, sum_dinp);
+    const LayerNormBackwardGrid g = layernorm_backward_grid(ctx, N, C, sum_dinp);
     const int slots = layernorm_backward_slots(C);
     if (sum_dinp) {
         layernorm_backward_kernel<true><<<g.blocks, g.warps * WARP_SIZE, g.smem, stream>>>(

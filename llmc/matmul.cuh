@@ -24,7 +24,7 @@
  * is written for the transposed problem. Descriptors and the chosen algorithm are cached per shape
  * and epilogue: nothing is created or queried inside the training step after the first one.
  *
- * Algorithm choice (autotune, on unless matmul_context().autotune = false; train_gpt2cu -ma 0): on a
+ * Algorithm choice (autotune, on unless the GpuContext's autotune is false; train_gpt2cu -ma 0): on a
  * shape's first call, each of cuBLASLt's ranked candidates runs once on the call's own data, and only
  * those whose output is bitwise equal to the first candidate's (the heuristic's choice) are timed; the
  * fastest of them is kept. The numbers are therefore those of the heuristic's choice whatever the timing
@@ -45,16 +45,15 @@
 #include <tuple>
 #include "llmc/autotune.h"
 #include "llmc/column_reduce.cuh"
+#include "llmc/gpu_context.cuh"
 #include "llmc/phase_timer.h"
 
-constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;
 // Row padding of a matmul input that carries the ones column (header comment): 8 elements keep every
 // row 16-byte aligned, as cuBLASLt wants; 1 column would make the GEMM 6x slower (measured on the H200).
 constexpr int MATMUL_BIAS_PAD = 8;
 
-// (cuBLASLt's DGELU_BGRAD, which would also give the fc bias gradient, was measured and rejected: on
-// the H200 it ran 3x slower than DGELU for the fcproj backward, and its bf16 column sums were coarse.)
-enum class MatmulEpilogue { None, Bias, GeluAuxBias, GeluAux, DGelu };
+// MatmulEpilogue, MatmulOp, MatmulDesc (the plan cache's key) and MatmulPlan live in
+// llmc/gpu_context.cuh with the cache, which the GpuContext holds (ctx.cublaslt).
 
 inline bool epilogue_has_bias(MatmulEpilogue e) {
     return e == MatmulEpilogue::Bias || e == MatmulEpilogue::GeluAuxBias;
@@ -65,32 +64,6 @@ inline bool epilogue_has_aux(MatmulEpilogue e) {
 inline bool epilogue_aux_is_output(MatmulEpilogue e) {
     return e == MatmulEpilogue::GeluAuxBias || e == MatmulEpilogue::GeluAux;
 }
-
-// op(X): X or its transpose, as in BLAS's gemm("T", "N", ...).
-enum class MatmulOp { N, T };
-
-// One GEMM as cuBLASLt runs it, everything but the pointers: D(m,n) = op(A) op(B) [+ C] with an
-// epilogue, column-major (the header comment says how row-major callers map onto it). It is also the
-// key of the plan cache: equal descriptors share descriptors, layouts and the chosen algorithm.
-struct MatmulDesc {
-    int m, n, k;
-    bool trans_a, trans_b;
-    MatmulEpilogue epilogue = MatmulEpilogue::None;
-    bool accumulate = false;  // + C (beta = 1), C laid out as D; the plan is the same for C == D and C != D
-    int lda = 0, ldb = 0;     // leading dimensions of A and B; 0: packed (ld_a(), ld_b())
-    bool d_fp32 = false;      // D (and C) fp32, else floatX; A and B are floatX
-
-    MatmulDesc(MatmulOp op_a, MatmulOp op_b, int m_, int n_, int k_)
-        : m(m_), n(n_), k(k_), trans_a(op_a == MatmulOp::T), trans_b(op_b == MatmulOp::T) {}
-    int ld_a() const { return lda != 0 ? lda : (trans_a ? k : m); }
-    int ld_b() const { return ldb != 0 ? ldb : (trans_b ? n : k); }
-    // cache order (and the order matmul_autotune_print lists shapes in): m, n, k, transA, transB,
-    // epilogue, accumulate, lda, ldb, fp32 output; a packed and an explicit equal stride are one key
-    std::tuple<int, int, int, bool, bool, int, bool, int, int, bool> order_key() const {
-        return std::make_tuple(m, n, k, trans_a, trans_b, (int)epilogue, accumulate, ld_a(), ld_b(), d_fp32);
-    }
-    bool operator<(const MatmulDesc& o) const { return order_key() < o.order_key(); }
-};
 
 // The buffers of one call. c: nullptr, d itself (accumulate in place), or a buffer laid out as D that
 // does not overlap it; bias (m) and aux (laid out as D, floatX) where the epilogue takes them.
@@ -103,58 +76,11 @@ struct MatmulOperands {
     floatX* aux = nullptr;
 };
 
-struct MatmulPlan {
-    MatmulEpilogue epilogue = MatmulEpilogue::None;
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-    cublasLtMatmulAlgo_t algo;
-    // autotune record (candidates == 0: not tuned)
-    int candidates = 0, chosen = 0;
-    float first_ms = 0, chosen_ms = 0;
-    std::vector<float> trial_ms;  // per candidate, its fastest round (0: not bitwise equal, not timed)
-};
-
-struct MatmulContext {
-    cublasLtHandle_t handle = nullptr;
-    void* workspace = nullptr;
-    bool allow_tf32 = true;  // FP32 builds only (-f); bf16 builds always compute in fp32
-    bool autotune = true;    // see the header comment
-    std::map<MatmulDesc, MatmulPlan> plans;
-    // -pt 1 (nullptr: off): matmul_backward charges its bias work outside the GEMMs to phases of its
-    // own; gpt2_backward sets it from GPT2::timer for the duration of the pass
-    PhaseTimer* timer = nullptr;
-};
-
-// The one context of the process (function-local static: created on first use).
-inline MatmulContext& matmul_context() {
-    static MatmulContext ctx;
-    if (ctx.handle == nullptr) {
-        cublasCheck(cublasLtCreate(&ctx.handle));
-        cudaCheck(cudaMalloc(&ctx.workspace, CUBLASLT_WORKSPACE_BYTES));
-    }
-    return ctx;
-}
-
-inline void matmul_context_destroy() {
-    MatmulContext& ctx = matmul_context();
-    for (auto& kv : ctx.plans) {
-        cublasCheck(cublasLtMatmulDescDestroy(kv.second.desc));
-        cublasCheck(cublasLtMatrixLayoutDestroy(kv.second.a));
-        cublasCheck(cublasLtMatrixLayoutDestroy(kv.second.b));
-        cublasCheck(cublasLtMatrixLayoutDestroy(kv.second.c));
-    }
-    ctx.plans.clear();
-    cudaFreeCheck(&ctx.workspace);
-    cublasCheck(cublasLtDestroy(ctx.handle));
-    ctx.handle = nullptr;
-}
-
 // cuBLASLt descriptor and layouts for g (D's leading dimension: m); no algorithm chosen yet.
-inline MatmulPlan matmul_plan_describe(const MatmulDesc& g) {
+inline MatmulPlan matmul_plan_describe(const GpuContext& ctx, const MatmulDesc& g) {
     const int m = g.m, n = g.n, k = g.k;
     const bool trans_a = g.trans_a, trans_b = g.trans_b;
     const MatmulEpilogue epilogue = g.epilogue;
-    MatmulContext& ctx = matmul_context();
     MatmulPlan plan;
     plan.epilogue = epilogue;
     const cudaDataType_t dtype = kFloatXIsBF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -189,8 +115,8 @@ inline MatmulPlan matmul_plan_describe(const MatmulDesc& g) {
 }
 
 // cuBLASLt's ranked algorithms for a described plan (at most max_count, best guess first).
-inline std::vector<cublasLtMatmulHeuristicResult_t> matmul_algo_candidates(const MatmulPlan& plan, int max_count) {
-    MatmulContext& ctx = matmul_context();
+inline std::vector<cublasLtMatmulHeuristicResult_t> matmul_algo_candidates(const GpuContext& ctx,
+                                                                           const MatmulPlan& plan, int max_count) {
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -198,7 +124,7 @@ inline std::vector<cublasLtMatmulHeuristicResult_t> matmul_algo_candidates(const
     std::vector<cublasLtMatmulHeuristicResult_t> results(max_count);
     int found = 0;
     // an unsupported combination (e.g. an epilogue the library lacks for these types) is "no algorithm"
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan.desc, plan.a, plan.b, plan.c,
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt.handle, plan.desc, plan.a, plan.b, plan.c,
                                                                  plan.c, pref, max_count, results.data(), &found);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) found = 0;
@@ -211,9 +137,8 @@ inline std::vector<cublasLtMatmulHeuristicResult_t> matmul_algo_candidates(const
 // set on the descriptor each call (they change between layers). Returns cuBLASLt's status (a
 // configuration the library refuses for this problem is not an error to the lab's search);
 // matmul_run is the checked call.
-inline cublasStatus_t matmul_try_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, const MatmulOperands& x,
-                                     cudaStream_t stream) {
-    MatmulContext& ctx = matmul_context();
+inline cublasStatus_t matmul_try_run(const GpuContext& ctx, MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo,
+                                     const MatmulOperands& x, cudaStream_t stream) {
     if (epilogue_has_bias(plan.epilogue)) {
         cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &x.bias, sizeof(x.bias)));
     }
@@ -221,13 +146,13 @@ inline cublasStatus_t matmul_try_run(MatmulPlan& plan, const cublasLtMatmulAlgo_
         cublasCheck(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &x.aux, sizeof(x.aux)));
     }
     const float alpha = 1.0f, beta = x.c ? 1.0f : 0.0f;
-    return cublasLtMatmul(ctx.handle, plan.desc, &alpha, x.a, plan.a, x.b, plan.b, &beta, x.c ? x.c : x.d, plan.c, x.d,
-                          plan.c, &algo, ctx.workspace, CUBLASLT_WORKSPACE_BYTES, stream);
+    return cublasLtMatmul(ctx.cublaslt.handle, plan.desc, &alpha, x.a, plan.a, x.b, plan.b, &beta, x.c ? x.c : x.d,
+                          plan.c, x.d, plan.c, &algo, ctx.cublaslt.workspace, CUBLASLT_WORKSPACE_BYTES, stream);
 }
 
-inline void matmul_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, const MatmulOperands& x,
-                       cudaStream_t stream) {
-    cublasCheck(matmul_try_run(plan, algo, x, stream));
+inline void matmul_run(const GpuContext& ctx, MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo,
+                       const MatmulOperands& x, cudaStream_t stream) {
+    cublasCheck(matmul_try_run(ctx, plan, algo, x, stream));
 }
 
 // ----------------------------------------------------------------------------
@@ -235,8 +160,9 @@ inline void matmul_run(MatmulPlan& plan, const cublasLtMatmulAlgo_t& algo, const
 
 // Picks plan.algo among the candidates (see the header comment) by running them on this call's data;
 // leaves d (and aux, when it is an output) as one plain call with the first candidate would.
-inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& cands,
-                            const MatmulDesc& g, const MatmulOperands& x, cudaStream_t stream) {
+inline void matmul_autotune(const GpuContext& ctx, MatmulPlan& plan,
+                            const std::vector<cublasLtMatmulHeuristicResult_t>& cands, const MatmulDesc& g,
+                            const MatmulOperands& x, cudaStream_t stream) {
     void* d = x.d;
     const size_t d_bytes = (size_t)g.m * g.n * (g.d_fp32 ? sizeof(float) : sizeof(floatX));
     void* saved = nullptr;  // the accumulated output before this call (C is D)
@@ -244,7 +170,7 @@ inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHe
         if (cudaMalloc(&saved, d_bytes) != cudaSuccess) {  // no room to tune: keep the first candidate
             (void)cudaGetLastError();
             plan.algo = cands[0].algo;
-            matmul_run(plan, plan.algo, x, stream);
+            matmul_run(ctx, plan, plan.algo, x, stream);
             return;
         }
         cudaCheck(cudaMemcpyAsync(saved, d, d_bytes, cudaMemcpyDeviceToDevice, stream));
@@ -253,12 +179,12 @@ inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHe
         if (saved) cudaCheck(cudaMemcpyAsync(d, saved, d_bytes, cudaMemcpyDeviceToDevice, stream));
     };
     auto run = [&](int i) {
-        matmul_run(plan, cands[i].algo, x, stream);
+        matmul_run(ctx, plan, cands[i].algo, x, stream);
         return true;
     };
     std::vector<AutotuneOutput> outputs = {{d, d_bytes}};
     if (epilogue_aux_is_output(g.epilogue)) outputs.push_back({x.aux, (size_t)g.m * g.n * sizeof(floatX)});
-    const AutotuneChoice choice = autotune_choose((int)cands.size(), outputs, restore, run, stream);
+    const AutotuneChoice choice = autotune_choose(ctx.props, (int)cands.size(), outputs, restore, run, stream);
     std::vector<float> best(cands.size(), 0.0f);  // 0: not bitwise equal, not timed
     for (size_t e = 0; e < choice.equal.size(); e++) best[choice.equal[e]] = choice.ms[e];
     const int chosen = choice.chosen();
@@ -278,10 +204,10 @@ inline void matmul_autotune(MatmulPlan& plan, const std::vector<cublasLtMatmulHe
 
 // One line on what the autotune did so far: shapes tuned, how many changed algorithm, and the time of
 // one call of each shape with the heuristic's choice and with the chosen one.
-inline std::string matmul_autotune_summary() {
+inline std::string matmul_autotune_summary(const GpuContext& ctx) {
     int tuned = 0, changed = 0;
     double first = 0, chosen = 0;
-    for (const auto& kv : matmul_context().plans) {
+    for (const auto& kv : ctx.cublaslt.plans) {
         const MatmulPlan& p = kv.second;
         if (p.candidates == 0) continue;
         tuned++;
@@ -299,10 +225,10 @@ inline std::string matmul_autotune_summary() {
 }
 
 // One line per tuned shape: m n k, epilogue, each candidate's time (- where its bits differ), the choice.
-inline void matmul_autotune_print() {
+inline void matmul_autotune_print(const GpuContext& ctx) {
     static const char* names[] = {"none", "bias", "gelu_aux_bias", "gelu_aux", "dgelu"};
     printf("cuBLASLt autotune (ms per call; -: output not bitwise equal to candidate 0, not timed):\n");
-    for (const auto& kv : matmul_context().plans) {
+    for (const auto& kv : ctx.cublaslt.plans) {
         const MatmulPlan& p = kv.second;
         if (p.candidates == 0) continue;
         const MatmulDesc& g = kv.first;
@@ -315,29 +241,28 @@ inline void matmul_autotune_print() {
 
 // Runs g on the operands through the plan cache (the first call of a shape describes it and, with
 // the autotune on, picks its algorithm: header comment). x.c must be given exactly when g.accumulate.
-inline void matmul_cublaslt(const MatmulDesc& g, const MatmulOperands& x, cudaStream_t stream) {
-    MatmulContext& ctx = matmul_context();
+inline void matmul_cublaslt(GpuContext& ctx, const MatmulDesc& g, const MatmulOperands& x, cudaStream_t stream) {
     for (const void* p : {(const void*)x.d, (const void*)x.a, (const void*)x.b, x.c, x.bias, (const void*)x.aux}) {
         if (((uintptr_t)p) % 16 != 0) fatal("matmul: pointer %p is not 16-byte aligned", p);
     }
     if ((x.c != nullptr) != g.accumulate) fatal("matmul: C given (%d) but accumulate = %d", x.c != nullptr, g.accumulate);
-    auto it = ctx.plans.find(g);
-    if (it == ctx.plans.end()) {
-        MatmulPlan plan = matmul_plan_describe(g);
+    auto it = ctx.cublaslt.plans.find(g);
+    if (it == ctx.cublaslt.plans.end()) {
+        MatmulPlan plan = matmul_plan_describe(ctx, g);
         const std::vector<cublasLtMatmulHeuristicResult_t> candidates =
-            matmul_algo_candidates(plan, ctx.autotune ? 8 : 1);
+            matmul_algo_candidates(ctx, plan, ctx.autotune ? 8 : 1);
         if (candidates.empty()) {
             fatal("cuBLASLt has no algorithm for m=%d n=%d k=%d transA=%d transB=%d epilogue=%d", g.m, g.n, g.k,
                   g.trans_a, g.trans_b, (int)g.epilogue);
         }
         plan.algo = candidates[0].algo;
-        it = ctx.plans.emplace(g, plan).first;
+        it = ctx.cublaslt.plans.emplace(g, plan).first;
         if (candidates.size() > 1) {
-            matmul_autotune(it->second, candidates, g, x, stream);
+            matmul_autotune(ctx, it->second, candidates, g, x, stream);
             return;
         }
     }
-    matmul_run(it->second, it->second.algo, x, stream);
+    matmul_run(ctx, it->second, it->second.algo, x, stream);
 }
 
 // ----------------------------------------------------------------------------
@@ -346,7 +271,7 @@ inline void matmul_cublaslt(const MatmulDesc& g, const MatmulOperands& x, cudaSt
 // out(N,OC) = inp(N,C) @ weight^T + bias [+ residual(N,OC)]. If pre_gelu != nullptr, GELU is fused:
 // pre_gelu gets the linear output and out its GELU (no residual then). inp_ld: row stride of inp (0: C;
 // C + MATMUL_BIAS_PAD with a ones column). residual must not overlap out.
-inline void matmul_forward(floatX* out, floatX* pre_gelu, const floatX* inp, const floatX* weight,
+inline void matmul_forward(GpuContext& ctx, floatX* out, floatX* pre_gelu, const floatX* inp, const floatX* weight,
                            const floatX* bias, int N, int C, int OC, cudaStream_t stream, int inp_ld = 0,
                            const floatX* residual = nullptr) {
     if (pre_gelu && residual) fatal("matmul_forward: GELU and a residual add in one call are not supported");
@@ -355,7 +280,7 @@ inline void matmul_forward(floatX* out, floatX* pre_gelu, const floatX* inp, con
     else g.epilogue = bias ? MatmulEpilogue::Bias : MatmulEpilogue::None;
     g.accumulate = residual != nullptr;
     g.ldb = inp_ld;
-    matmul_cublaslt(g, {out, weight, inp, residual, bias, pre_gelu}, stream);
+    matmul_cublaslt(ctx, g, {out, weight, inp, residual, bias, pre_gelu}, stream);
 }
 
 // fp32 scratch of the weight-gradient GEMM over a padded input: (OC, C + MATMUL_BIAS_PAD).
@@ -383,33 +308,33 @@ __global__ void matmul_add_weight_bias_grads_kernel(floatX* dweight, floatX* dbi
 
 // dinp = dout @ weight (times gelu'(dgelu_input) when given); dweight += dout^T inp; dbias += sum dout.
 // inp_ld: row stride of inp, 0 for C; C + MATMUL_BIAS_PAD when inp carries the ones column, which then
-// gives dbias (header comment). scratch (only used when dbias != nullptr): column_reduce_scratch_floats(N, OC)
-// floats, or matmul_bias_grad_scratch_floats(C, OC) with the ones column.
-// With matmul_context().timer (-pt 1), the bias work outside the GEMMs is charged to its own phase,
+// gives dbias (header comment). scratch (only used when dbias != nullptr): column_reduce_scratch_floats(ctx,
+// N, OC) floats, or matmul_bias_grad_scratch_floats(C, OC) with the ones column.
+// With ctx.timer (-pt 1), the bias work outside the GEMMs is charged to its own phase,
 // the GEMMs to the phase that was current when this was called.
-inline void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
-                            const floatX* inp, const floatX* weight, const floatX* dgelu_input, int N, int C, int OC,
-                            cudaStream_t stream, int inp_ld = 0) {
+inline void matmul_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
+                            const floatX* dout, const floatX* inp, const floatX* weight, const floatX* dgelu_input,
+                            int N, int C, int OC, cudaStream_t stream, int inp_ld = 0) {
     if (inp_ld == 0) inp_ld = C;
     if (inp_ld != C && inp_ld != C + MATMUL_BIAS_PAD) {
         fatal("matmul_backward: inp row stride %d must be C=%d or C+%d", inp_ld, C, MATMUL_BIAS_PAD);
     }
     const bool bias_from_gemm = dbias != nullptr && inp_ld != C;
-    PhaseTimer* timer = matmul_context().timer;
+    PhaseTimer* timer = ctx.timer;
     const std::string gemm_phase = phase_timer_current(timer);
     if (dbias && !bias_from_gemm) {
         phase_mark(timer, "bias grads (column sums)", stream);
-        bias_backward(dbias, dout, scratch, N, OC, stream);
+        bias_backward(ctx, dbias, dout, scratch, N, OC, stream);
         phase_mark(timer, gemm_phase.c_str(), stream);
     }
     MatmulDesc gd(MatmulOp::N, MatmulOp::N, C, N, OC);  // dinp^T (C, N) = weight^T (C, OC) @ dout^T (OC, N)
     gd.epilogue = dgelu_input ? MatmulEpilogue::DGelu : MatmulEpilogue::None;
-    matmul_cublaslt(gd, {dinp, weight, dout, nullptr, nullptr, const_cast<floatX*>(dgelu_input)}, stream);
+    matmul_cublaslt(ctx, gd, {dinp, weight, dout, nullptr, nullptr, const_cast<floatX*>(dgelu_input)}, stream);
     if (!bias_from_gemm) {
         MatmulDesc gw(MatmulOp::N, MatmulOp::T, C, OC, N);  // dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC)
         gw.accumulate = true;
         gw.lda = inp_ld;
-        matmul_cublaslt(gw, {dweight, inp, dout, dweight}, stream);
+        matmul_cublaslt(ctx, gw, {dweight, inp, dout, dweight}, stream);
         return;
     }
     // ext (OC, C+pad) fp32 = dout^T @ [inp | 1 0 ... 0]: column-major (C+pad, OC); column C of the
@@ -418,7 +343,7 @@ inline void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float*
     MatmulDesc ge(MatmulOp::N, MatmulOp::T, inp_ld, OC, N);
     ge.lda = inp_ld;
     ge.d_fp32 = true;
-    matmul_cublaslt(ge, {scratch, inp, dout}, stream);
+    matmul_cublaslt(ctx, ge, {scratch, inp, dout}, stream);
     phase_mark(timer, "bias grads (dW GEMM column)", stream);
     const size_t threads = (size_t)OC * (C / x128::size + 1);
     matmul_add_weight_bias_grads_kernel<<<ceil_div(threads, 256), 256, 0, stream>>>(dweight, dbias, scratch, OC, C,

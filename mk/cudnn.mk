@@ -52,7 +52,7 @@ ifeq ($(CUDNN_HEADER),)
 endif
 CUDNN_HEADER_DIR := $(patsubst %/,%,$(dir $(CUDNN_HEADER)))
 # Debian packages may name it cudnn_version_v9.h; no version file at all only skips this check (the
-# library version is checked again at run time by create_cudnn)
+# library version is checked again at run time by cudnn_state_create)
 CUDNN_VERSION_HEADER := $(firstword $(wildcard $(CUDNN_HEADER_DIR)/cudnn_version.h $(CUDNN_HEADER_DIR)/cudnn_version_v9.h))
 CUDNN_HEADER_MAJOR := $(if $(CUDNN_VERSION_HEADER),$(shell awk '/define CUDNN_MAJOR /{print $$3}' $(CUDNN_VERSION_HEADER)))
 CUDNN_HEADER_VERSION := $(if $(CUDNN_VERSION_HEADER),$(shell awk '/define CUDNN_(MAJOR|MINOR|PATCHLEVEL) /{printf "%s%s", s, $$3; s = "."}' $(CUDNN_VERSION_HEADER)),unknown)

@@ -272,7 +272,10 @@ static void time_shape(const Shape& s, std::vector<Timing>& rows) {
 }
 
 int main() {
-    const cudaDeviceProp& prop = device_props();
+    int device = 0;
+    cudaCheck(cudaGetDevice(&device));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
     printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
 
     const Shape shapes[] = {{1, 64, 1}, {2, 128, 2}, {4, 256, 4}, {3, 200, 2}, {8, 1024, 12}, {2, 2048, 16}};

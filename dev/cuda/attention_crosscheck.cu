@@ -106,7 +106,7 @@ static void write_dump(const std::string& path, const Shape& s, const std::vecto
 
 // ----------------------------------------------------------------------------
 
-static bool check_shape(const Shape& s, uint64_t seed, const char* dump_dir, int index) {
+static bool check_shape(CudnnState& st, const Shape& s, uint64_t seed, const char* dump_dir, int index) {
     const int C = s.NH * HS;
     printf("shape %d: B=%d T=%d NH=%d HS=%d\n", index, s.B, s.T, s.NH, HS);
     std::vector<floatX> qkv_h, dout_h;
@@ -119,8 +119,8 @@ static bool check_shape(const Shape& s, uint64_t seed, const char* dump_dir, int
         AttentionBuffers ours(s), cudnn(s);
         attention_forward(ours.out, ours.lse, inp, s.B, s.T, C, s.NH, 0);
         attention_backward(ours.dinp, ours.scratch, dout, inp, ours.out, ours.lse, s.B, s.T, C, s.NH, 0);
-        attention_forward_cudnn(cudnn.out, cudnn.lse, inp, s.B, s.T, s.NH, C, true, 0);
-        attention_backward_cudnn(cudnn.dinp, dout, inp, cudnn.out, cudnn.lse, s.B, s.T, s.NH, C, 0);
+        attention_forward_cudnn(st, cudnn.out, cudnn.lse, inp, s.B, s.T, s.NH, C, true, 0);
+        attention_backward_cudnn(st, cudnn.dinp, dout, inp, cudnn.out, cudnn.lse, s.B, s.T, s.NH, C, 0);
         cudaCheck(cudaDeviceSynchronize());
         impls[0] = fetch(ours);
         impls[1] = fetch(cudnn);
@@ -162,16 +162,19 @@ int main(int argc, char** argv) {
         remove(probe.c_str());
     }
 
-    const cudaDeviceProp& prop = device_props();
+    int device = 0;
+    cudaCheck(cudaGetDevice(&device));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
     printf("device: %s (sm_%d%d), seed %llu\n", prop.name, prop.major, prop.minor, (unsigned long long)seed);
-    create_cudnn();
+    CudnnState* st = cudnn_state_create(prop, true);
 
     const Shape shapes[] = {{1, 64, 2}, {4, 256, 4}, {3, 200, 2}, {8, 1024, 12}, {2, 2048, 16}};
     const int num_shapes = sizeof(shapes) / sizeof(shapes[0]);
     int failed = 0;
-    for (int i = 0; i < num_shapes; i++) failed += check_shape(shapes[i], seed, dump_dir, i) ? 0 : 1;
+    for (int i = 0; i < num_shapes; i++) failed += check_shape(*st, shapes[i], seed, dump_dir, i) ? 0 : 1;
 
-    destroy_cudnn();
+    cudnn_state_destroy(st);
     printf("%s: %d of %d shapes failed (attention.cuh vs cudnn, rel L2 < %.0e)\n", failed ? "FAIL" : "PASS", failed,
            num_shapes, kRelTol);
     if (dump_dir != nullptr) printf("next: python3 dev/cuda/attention_crosscheck.py %s\n", dump_dir);

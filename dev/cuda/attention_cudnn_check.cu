@@ -178,7 +178,7 @@ bool compare(const char* name, const std::vector<T>& got, const std::vector<floa
 
 // ----------------------------------------------------------------------------
 
-bool check_shape(int B, int T, int NH, int HS, uint32_t seed) {
+bool check_shape(const cudaDeviceProp& props, int B, int T, int NH, int HS, uint32_t seed) {
     const int C = NH * HS;
     const Dims D{B, T, NH, HS};
     const float scale = 1.0f / sqrtf((float)HS);
@@ -222,11 +222,12 @@ bool check_shape(int B, int T, int NH, int HS, uint32_t seed) {
         ref_dk, ref_dv, inp, dout, ref_lse, ref_delta, D, scale);
     cudaCheckLaunch();
 
-    // cuDNN
+    // cuDNN, with the plan autotune (as the trainer runs it)
     cudaStream_t stream = 0;
-    attention_forward_cudnn(out, stats, inp, B, T, NH, C, true, stream);
-    attention_forward_cudnn(out_inference, nullptr, inp, B, T, NH, C, false, stream);
-    attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream);
+    CudnnState* st = cudnn_state_create(props, true);
+    attention_forward_cudnn(*st, out, stats, inp, B, T, NH, C, true, stream);
+    attention_forward_cudnn(*st, out_inference, nullptr, inp, B, T, NH, C, false, stream);
+    attention_backward_cudnn(*st, dinp, dout, inp, out, stats, B, T, NH, C, stream);
     cudaCheck(cudaDeviceSynchronize());
 
     const double tol = 2e-2;
@@ -249,7 +250,7 @@ bool check_shape(int B, int T, int NH, int HS, uint32_t seed) {
 
     // determinism: a second backward into freshly poisoned memory must match bit for bit
     cudaCheck(cudaMemset(dinp, 0xFF, n_qkv * sizeof(floatX)));
-    attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream);
+    attention_backward_cudnn(*st, dinp, dout, inp, out, stats, B, T, NH, C, stream);
     const auto h_dinp2 = to_host(dinp, n_qkv);
     const bool deterministic = memcmp(h_dinp.data(), h_dinp2.data(), n_qkv * sizeof(floatX)) == 0;
     printf("  backward bitwise deterministic over two runs: %s\n", deterministic ? "yes" : "NO (FAIL)");
@@ -258,22 +259,22 @@ bool check_shape(int B, int T, int NH, int HS, uint32_t seed) {
     // timing (graphs already built above, so this is launch + kernel time only)
     const double fwd_flops = 2.0 * B * NH * (double)T * T * HS;
     const double bwd_flops = 2.5 * fwd_flops;
-    const float fwd_ms = GpuTimer().median_ms([&] { attention_forward_cudnn(out, stats, inp, B, T, NH, C, true, stream); });
-    const float bwd_ms = GpuTimer().median_ms([&] { attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream); });
+    const float fwd_ms = GpuTimer().median_ms([&] { attention_forward_cudnn(*st, out, stats, inp, B, T, NH, C, true, stream); });
+    const float bwd_ms = GpuTimer().median_ms([&] { attention_backward_cudnn(*st, dinp, dout, inp, out, stats, B, T, NH, C, stream); });
     printf("  forward  %8.3f ms  %6.1f TFLOP/s   backward %8.3f ms  %6.1f TFLOP/s   (median of 20)\n",
            fwd_ms, fwd_flops / (fwd_ms * 1e9), bwd_ms, bwd_flops / (bwd_ms * 1e9));
 
     // plan autotune: the plans chosen above must give the same bits as cuDNN's default plans
-    printf("  %s\n", cudnn_autotune_summary().c_str());
+    printf("  %s\n", cudnn_autotune_summary(*st).c_str());
     const auto h_out = to_host(out, n_btc);
     const auto h_stats = to_host(stats, n_stats);
-    destroy_cudnn();
-    cudnn_set_autotune(false);
+    cudnn_state_destroy(st);
+    st = cudnn_state_create(props, false);  // cuDNN's default plans
     cudaCheck(cudaMemset(out, 0xFF, n_btc * sizeof(floatX)));
     cudaCheck(cudaMemset(stats, 0xFF, n_stats * sizeof(float)));
     cudaCheck(cudaMemset(dinp, 0xFF, n_qkv * sizeof(floatX)));
-    attention_forward_cudnn(out, stats, inp, B, T, NH, C, true, stream);
-    attention_backward_cudnn(dinp, dout, inp, out, stats, B, T, NH, C, stream);
+    attention_forward_cudnn(*st, out, stats, inp, B, T, NH, C, true, stream);
+    attention_backward_cudnn(*st, dinp, dout, inp, out, stats, B, T, NH, C, stream);
     auto same_bits = [](const auto& a, const auto& b) {
         return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
     };
@@ -282,8 +283,7 @@ bool check_shape(int B, int T, int NH, int HS, uint32_t seed) {
     printf("  autotuned plans bitwise equal to the default plans: forward %s, backward %s\n",
            same_out ? "yes" : "NO (FAIL)", same_dinp ? "yes" : "NO (FAIL)");
     ok &= same_out && same_dinp;
-    destroy_cudnn();
-    cudnn_set_autotune(true);
+    cudnn_state_destroy(st);
     printf("  %s\n", ok ? "PASS" : "FAIL");
 
     cudaCheck(cudaFree(inp)); cudaCheck(cudaFree(dinp)); cudaCheck(cudaFree(dout));
@@ -294,9 +294,12 @@ bool check_shape(int B, int T, int NH, int HS, uint32_t seed) {
 }
 
 int main() {
-    const cudaDeviceProp& props = device_props();
+    int device = 0;
+    cudaCheck(cudaGetDevice(&device));
+    cudaDeviceProp props;
+    cudaCheck(cudaGetDeviceProperties(&props, device));
     printf("device: %s (sm_%d%d)\n", props.name, props.major, props.minor);
-    create_cudnn();
+    cudnn_state_destroy(cudnn_state_create(props, true));  // a bad cuDNN install fails here, before any work
     printf("cuDNN %s\n", cudnn_version_string().c_str());
 
     struct Shape { int B, T, NH, HS; };
@@ -305,9 +308,8 @@ int main() {
                             {3, 100, 3, 64}, {64, 1024, 12, 64}};
     int failed = 0;
     uint32_t seed = 42;
-    for (const Shape& s : shapes) failed += check_shape(s.B, s.T, s.NH, s.HS, seed++) ? 0 : 1;
+    for (const Shape& s : shapes) failed += check_shape(props, s.B, s.T, s.NH, s.HS, seed++) ? 0 : 1;
 
-    destroy_cudnn();
     printf("%s: %d of %zu shapes failed\n", failed ? "FAIL" : "PASS", failed, sizeof(shapes) / sizeof(shapes[0]));
     return failed ? 1 : 0;
 }

@@ -16,13 +16,13 @@ static void run_shape(const Shape& s) {
     const int N = s.N, OC = s.OC;
     const size_t n = (size_t)N * OC;
     const std::string shape = strfmt("N=%d OC=%d", N, OC);
-    printf("-- %s (%d row chunks)\n", shape.c_str(), column_reduce_row_chunks(N, OC));
+    printf("-- %s (%d row chunks)\n", shape.c_str(), column_reduce_row_chunks(lab_ctx(), N, OC));
 
     floatX* dout = lab_alloc<floatX>(n);
     floatX* dbias = lab_alloc<floatX>(OC);
     floatX* dbias0 = lab_alloc<floatX>(OC);
     floatX* dbias1 = lab_alloc<floatX>(OC);
-    const size_t scratch_n = column_reduce_scratch_floats(N, OC);
+    const size_t scratch_n = column_reduce_scratch_floats(lab_ctx(), N, OC);
     float* scratch = lab_alloc<float>(scratch_n);
     fill_uniform(dout, n, -1.f, 1.f);
     fill_uniform(dbias0, OC, -1.f, 1.f);
@@ -31,7 +31,7 @@ static void run_shape(const Shape& s) {
         poison(scratch, scratch_n);
     };
     restore();
-    bias_backward(dbias, dout, scratch, N, OC, 0);
+    bias_backward(lab_ctx(), dbias, dout, scratch, N, OC, 0);
     lab_sync();
 
     const std::vector<float> h_dout = download(dout, n), h_db0 = download(dbias0, OC);
@@ -43,12 +43,12 @@ static void run_shape(const Shape& s) {
 
     copy_device(dbias1, dbias, OC);
     restore();
-    bias_backward(dbias, dout, scratch, N, OC, 0);
+    bias_backward(lab_ctx(), dbias, dout, scratch, N, OC, 0);
     lab_sync();
     const size_t diff = count_bit_differences(dbias, dbias1, OC);
     check("bias_backward deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
 
-    const float ms = time_ms([&] { bias_backward(dbias, dout, scratch, N, OC, 0); });
+    const float ms = time_ms([&] { bias_backward(lab_ctx(), dbias, dout, scratch, N, OC, 0); });
     report("bias_backward", shape, ms, (double)n * sizeof(floatX) + 2.0 * OC * sizeof(floatX));
 }
 

@@ -14,6 +14,8 @@
  * a tensor passes when every element passes, none is NaN/Inf, and ||got - ref|| / ||ref|| <= rel_l2.
  *
  * Each lab program is one translation unit, so the state below (a function-local static) is per program.
+ * It includes the program's GpuContext (llmc/gpu_context.cuh), made by lab_init and freed by lab_finish:
+ * the launchers that need one get lab_ctx().
  */
 #pragma once
 
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "llmc/cuda_common.h"
+#include "llmc/gpu_context.cuh"
 
 // Measured on the H200 (the ceilings the percentages are against)
 constexpr double LAB_PEAK_GBS_DEFAULT = 4300.0;    // device-to-device copy, GB/s
@@ -69,12 +72,15 @@ struct LabState {
     void* l2_flush = nullptr;
     size_t l2_flush_bytes = 0;
     unsigned long long* d_counter = nullptr;
+    GpuContext ctx;  // the program's; default options (TF32 allowed, autotune on)
 };
 
 inline LabState& lab() {
     static LabState state;
     return state;
 }
+
+inline GpuContext& lab_ctx() { return lab().ctx; }
 
 inline std::string strfmt(const char* fmt, ...) {
     char buf[512];
@@ -108,7 +114,8 @@ inline void lab_init(const char* program) {
     LabState& L = lab();
     L.program = program;
     cudaCheck(cudaSetDevice(0));
-    const cudaDeviceProp& p = device_props();
+    gpu_context_init(&L.ctx);
+    const cudaDeviceProp& p = L.ctx.props;
     const char* s = getenv("LAB_SEED");
     if (s != nullptr && *s != '\0') {
         char* end = nullptr;
@@ -433,6 +440,7 @@ inline int lab_finish() {
     }
     for (void* p : L.allocations) cudaCheck(cudaFree(p));
     L.allocations.clear();
+    gpu_context_free(&L.ctx);
     printf("%s: %d checks passed, %d failed (seed %llu)\n", L.program.c_str(), L.passed, L.failed,
            (unsigned long long)L.seed);
     return L.failed == 0 ? 0 : 1;

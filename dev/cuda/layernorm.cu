@@ -126,13 +126,13 @@ static void run_shape(const Shape& s) {
         // all four accumulate (+=)
         const Accumulated<floatX> gi(NC, -1.f, 1.f), gw(C, -1.f, 1.f), gb(C, -1.f, 1.f), gc(C, -1.f, 1.f);
         floatX *dinp = gi.live, *dweight = gw.live, *dbias = gb.live, *dcol = gc.live;
-        float* scratch = lab_alloc<float>(layernorm_backward_scratch_floats(N, C));
+        float* scratch = lab_alloc<float>(layernorm_backward_scratch_floats(lab_ctx(), N, C));
         auto restore = [&] {
             for (const Accumulated<floatX>* g : {&gi, &gw, &gb, &gc}) g->restore();
-            poison(scratch, layernorm_backward_scratch_floats(N, C));  // partials must all be written before use
+            poison(scratch, layernorm_backward_scratch_floats(lab_ctx(), N, C));  // partials must all be written before use
         };
         restore();
-        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
+        layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
         lab_sync();
 
         const std::vector<float> h_dout = download(dout, NC);
@@ -168,12 +168,12 @@ static void run_shape(const Shape& s) {
 
         for (const Accumulated<floatX>* g : {&gi, &gw, &gb, &gc}) g->keep_first();
         restore();
-        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
+        layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol);
         lab_sync();
         size_t diff = gi.bit_differences() + gw.bit_differences() + gb.bit_differences() + gc.bit_differences();
         check("layernorm_backward deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
         restore();
-        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);  // no dinp_colsum
+        layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0);  // no dinp_colsum
         lab_sync();
         // the other template instance: same results up to how the compiler contracts multiply-adds
         check_close("layernorm_backward (no dinp_colsum) dinp += [" + shape + "]", download(dinp, NC), ref_dinp, TOL_BF16);
@@ -183,13 +183,13 @@ static void run_shape(const Shape& s) {
         check("layernorm_backward without dinp_colsum leaves it untouched [" + shape + "]", diff == 0,
               strfmt("%zu bytes differ", diff));
 
-        const float ms = time_ms([&] { layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0); });
+        const float ms = time_ms([&] { layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0); });
         // minimum: read dout, inp, dinp; write dinp (the parameter gradients are small)
         report("layernorm_backward", shape, ms, 4.0 * NC * sizeof(floatX) + 8.0 * N);
-        const float ms2 = time_ms([&] { layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol); });
+        const float ms2 = time_ms([&] { layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol); });
         report("layernorm_backward +dinp_colsum", shape, ms2, 4.0 * NC * sizeof(floatX) + 8.0 * N);
         // of which the last step: the per-block partials (3, blocks, C) added into the three gradients
-        const LayerNormBackwardGrid g = layernorm_backward_grid(N, C, true);
+        const LayerNormBackwardGrid g = layernorm_backward_grid(lab_ctx(), N, C, true);
         const int blocks = g.blocks;
         printf("layernorm_backward grid [%s]: %d blocks of %d warps, %zu bytes of shared memory each\n", shape.c_str(),
                g.blocks, g.warps, g.smem);

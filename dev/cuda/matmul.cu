@@ -106,7 +106,7 @@ static void run_case(const Case& cs) {
         const int x_ld = padded ? LD : 0;
         poison(out, (size_t)N * OC);
         if (pre_arg) poison(pre, (size_t)N * OC);
-        matmul_forward(out, pre_arg, x, weight, bias, N, C, OC, 0, x_ld);
+        matmul_forward(lab_ctx(), out, pre_arg, x, weight, bias, N, C, OC, 0, x_ld);
         lab_sync();
         if (with_gelu) {
             check_close(kernel + " pre_gelu [" + shape + rows_note + "]", download_rows(pre, OC, rows_f), ref_pre, TOL_BF16);
@@ -116,7 +116,7 @@ static void run_case(const Case& cs) {
         }
         const size_t bad = count_nonfinite(out, (size_t)N * OC) + (pre_arg ? count_nonfinite(pre, (size_t)N * OC) : 0);
         check(kernel + " writes every element [" + shape + "]", bad == 0, strfmt("%zu NaN/Inf left", bad));
-        const float ms = time_ms([&] { matmul_forward(out, pre_arg, x, weight, bias, N, C, OC, 0, x_ld); });
+        const float ms = time_ms([&] { matmul_forward(lab_ctx(), out, pre_arg, x, weight, bias, N, C, OC, 0, x_ld); });
         report(kernel, strfmt("%s %dx%dx%d", cs.name, N, C, OC), ms,
                ((double)N * C + (double)OC * C + (1.0 + with_gelu) * N * OC) * sizeof(floatX), fwd_flops);
     }
@@ -133,7 +133,7 @@ static void run_case(const Case& cs) {
             for (int o = 0; o < OC; o++) ref_res[i * OC + o] = ref_pre[i * OC + o] + h_res[(size_t)rows_f[i] * OC + o];
         }
         poison(out, (size_t)N * OC);
-        matmul_forward(out, nullptr, inp, weight, bias, N, C, OC, 0, 0, residual);
+        matmul_forward(lab_ctx(), out, nullptr, inp, weight, bias, N, C, OC, 0, 0, residual);
         lab_sync();
         check_close(kernel + " out [" + shape + rows_note + "]", download_rows(out, OC, rows_f), ref_res, TOL_BF16);
         const std::vector<float> res_after = download(residual, (size_t)N * OC);
@@ -141,7 +141,7 @@ static void run_case(const Case& cs) {
               memcmp(res_after.data(), h_res.data(), h_res.size() * sizeof(float)) == 0, "residual was written");
         const size_t bad = count_nonfinite(out, (size_t)N * OC);
         check(kernel + " writes every element [" + shape + "]", bad == 0, strfmt("%zu NaN/Inf left", bad));
-        const float ms = time_ms([&] { matmul_forward(out, nullptr, inp, weight, bias, N, C, OC, 0, 0, residual); });
+        const float ms = time_ms([&] { matmul_forward(lab_ctx(), out, nullptr, inp, weight, bias, N, C, OC, 0, 0, residual); });
         report(kernel, strfmt("%s %dx%dx%d", cs.name, N, C, OC), ms,
                ((double)N * C + (double)OC * C + 2.0 * N * OC) * sizeof(floatX), fwd_flops);
     }
@@ -156,7 +156,7 @@ static void run_case(const Case& cs) {
     floatX *dweight = gw.live, *dbias = gb.live;
     floatX* dgelu_in = cs.dgelu ? lab_uniform<floatX>((size_t)N * C, -3.f, 3.f) : nullptr;
     const size_t scratch_n =
-        cs.bias ? std::max(column_reduce_scratch_floats(N, OC), matmul_bias_grad_scratch_floats(C, OC)) : 0;
+        cs.bias ? std::max(column_reduce_scratch_floats(lab_ctx(), N, OC), matmul_bias_grad_scratch_floats(C, OC)) : 0;
     float* scratch = cs.bias ? lab_alloc<float>(scratch_n) : nullptr;
     auto restore = [&] {
         poison(dinp, (size_t)N * C);
@@ -196,7 +196,7 @@ static void run_case(const Case& cs) {
         const floatX* x = padded ? inp_pad : inp;
         const int x_ld = padded ? LD : 0;
         auto launch = [&] {
-            matmul_backward(dinp, dweight, dbias, scratch, dout, x, weight, dg, N, C, OC, 0, x_ld);
+            matmul_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, x, weight, dg, N, C, OC, 0, x_ld);
         };
         restore();
         launch();
@@ -247,6 +247,5 @@ int main() {
         {"odd_nobias", 37, 40, 72, false, true, true},
     };
     for (const Case& cs : cases) run_case(cs);
-    matmul_context_destroy();
     return lab_finish();
 }

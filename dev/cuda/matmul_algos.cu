@@ -71,7 +71,7 @@ static std::vector<T> cap_array(const cublasLtMatmulAlgo_t& algo, cublasLtMatmul
 static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& cands,
                     floatX* a, floatX* b, floatX* d, const floatX* d_ref, const floatX* d_init, floatX* bias,
                     floatX* aux, float t_heuristic) {
-    MatmulContext& ctx = matmul_context();
+    const GpuContext& ctx = lab_ctx();
     const size_t nd = (size_t)g.desc.m * g.desc.n;
     std::vector<cublasLtMatmulAlgo_t> configs;
     std::set<std::vector<int>> seen;
@@ -98,7 +98,7 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
                         const std::vector<int> key = {id, (int)tile, (int)st, (int)cl, (int)swz, splitk, (int)red, (int)custom, (int)inner};
                         if (!seen.insert(key).second) continue;
                         cublasLtMatmulAlgo_t algo;
-                        if (cublasLtMatmulAlgoInit(ctx.handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF,
+                        if (cublasLtMatmulAlgoInit(ctx.cublaslt.handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF,
                                                    CUDA_R_16BF, CUDA_R_16BF, id, &algo) != CUBLAS_STATUS_SUCCESS) continue;
                         cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile));
                         cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st, sizeof(st));
@@ -110,7 +110,7 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
                         cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof(inner));
                         cublasLtMatmulHeuristicResult_t r;
                         checked++;
-                        if (cublasLtMatmulAlgoCheck(ctx.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo, &r) !=
+                        if (cublasLtMatmulAlgoCheck(ctx.cublaslt.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo, &r) !=
                             CUBLAS_STATUS_SUCCESS) continue;
                         if (r.workspaceSize > CUBLASLT_WORKSPACE_BYTES) continue;
                         configs.push_back(algo);
@@ -120,7 +120,7 @@ static float search(const Gemm& g, MatmulPlan& plan, const std::vector<cublasLtM
         }
     }
     auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
-        return matmul_try_run(plan, algo, {d, a, b, g.desc.accumulate ? d : nullptr, bias, aux}, 0);
+        return matmul_try_run(ctx, plan, algo, {d, a, b, g.desc.accumulate ? d : nullptr, bias, aux}, 0);
     };
     auto reset = [&]() {
         if (g.desc.accumulate) copy_device(d, d_init, nd);
@@ -180,8 +180,8 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
         cudaCheck(cudaMalloc(&aux, nd * sizeof(floatX)));
         fill_uniform(aux, nd, -2.f, 2.f);  // dGELU reads it; the GELU forward overwrites it
     }
-    MatmulPlan plan = matmul_plan_describe(g.desc);
-    const std::vector<cublasLtMatmulHeuristicResult_t> cands = matmul_algo_candidates(plan, max_candidates);
+    MatmulPlan plan = matmul_plan_describe(lab_ctx(), g.desc);
+    const std::vector<cublasLtMatmulHeuristicResult_t> cands = matmul_algo_candidates(lab_ctx(), plan, max_candidates);
     printf("-- %s: m=%d n=%d k=%d x%d per step, %zu candidates\n", g.name.c_str(), g.desc.m, g.desc.n, g.desc.k, g.per_step,
            cands.size());
     const double flops = 2.0 * g.desc.m * g.desc.n * g.desc.k;
@@ -192,7 +192,7 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
         auto reset = [&]() {
             if (g.desc.accumulate) copy_device(d, d_init, nd);
         };
-        auto launch = [&]() { matmul_run(plan, algo, {d, a, b, g.desc.accumulate ? d : nullptr, bias, aux}, 0); };
+        auto launch = [&]() { matmul_run(lab_ctx(), plan, algo, {d, a, b, g.desc.accumulate ? d : nullptr, bias, aux}, 0); };
         reset();
         launch();
         lab_sync();
@@ -234,9 +234,9 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
     if (!cands.empty()) {
         // the trainer's path: the first call of a shape autotunes (llmc/matmul.cuh); what it leaves must be
         // bitwise what one call with candidate 0 leaves (an accumulated output restored between trials)
-        matmul_context().autotune = true;
+        lab_ctx().autotune = true;
         if (g.desc.accumulate) copy_device(d, d_init, nd);
-        matmul_cublaslt(g.desc, {d, a, b, g.desc.accumulate ? d : nullptr, bias, aux}, 0);
+        matmul_cublaslt(lab_ctx(), g.desc, {d, a, b, g.desc.accumulate ? d : nullptr, bias, aux}, 0);
         lab_sync();
         const size_t diff = count_bit_differences(d, d_ref, nd);
         check(g.name + " autotuned call == candidate 0", diff == 0, strfmt("%zu bytes differ", diff));
