@@ -27,7 +27,7 @@
 #include "llmc/train_plan.h"
 #include "llmc/train_step.cuh"
 #include "llmc/watchdog.h"
-#include "llmc/zero.cuh"
+#include "llmc/multi_gpu.cuh"
 
 // ----------------------------------------------------------------------------
 // command line
@@ -712,7 +712,7 @@ int main(int argc, char** argv) {
     step_cfg.norm_outlier = &tr.norm_outlier;
     step_cfg.stop_flag = &g_stop_signal;
     step_cfg.watchdog = wd;
-    // test hook (scripts/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
+    // test hook (dev/test/gpu/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
     const char* hang_env = getenv("LLMC_TEST_HANG_AT_STEP");
     step_cfg.hang_at_step = hang_env != nullptr ? atoi(hang_env) : 0;
 

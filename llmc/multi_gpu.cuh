@@ -1,11 +1,14 @@
 /*
- * Multi-GPU data parallelism, one process per GPU, through NCCL: start-up (mpi / tcp / fs), gradient
- * reduction overlapped with backward on a second stream, ZeRO-1 sharding, and small host-side
- * collectives. Without MULTI_GPU the same API is a single-process stub (every collective a no-op),
- * so the trainer needs no #ifdefs. A build with NCCL creates a communicator only when there is more
- * than one process, or when LLMC_NCCL_SINGLE=1 asks for the full NCCL path with one process (to test
- * the start-up and the collectives on one GPU; every collective is then an identity through NCCL).
- * So single-GPU runs do not depend on NCCL, MPI or the network.
+ * Multi-GPU data parallelism, one process per GPU, through NCCL: start-up (mpi / tcp / fs), the
+ * process group (MultiGpuConfig), gradient reduction overlapped with backward on a second stream,
+ * ZeRO-1 reduce-scatter / all-gather over the shards of llmc/zero_shards.h, and small host-side
+ * collectives.
+ *
+ * Without MULTI_GPU the same API is a single-process stub (every collective a no-op), so the trainer
+ * needs no #ifdefs, and single-GPU runs do not depend on NCCL, MPI or the network. A build with NCCL
+ * creates a communicator only when there is more than one process, or when LLMC_NCCL_SINGLE=1 asks
+ * for the full NCCL path with one process (to test the start-up and the collectives on one GPU; every
+ * collective is then an identity through NCCL).
  *
  * Start-up, multi_gpu_config_init(num_processes -pn, process_rank -pr, gpus_per_node -pg,
  *                                 init_method -pi, server_ip -ps, port, fs_path -pf, zero_stage -z):
@@ -17,7 +20,8 @@
  *   "tcp"/"fs": rank and size from -pr/-pn; local GPU = rank % gpus_per_node (ranks numbered node by
  *          node, as srun's default block distribution does). The id goes through
  *          llmc/nccl_id_exchange.h (port default NCCL_ID_DEFAULT_PORT; the run tag, which keeps jobs
- *          apart in both the tcp hello and the fs file names, from the environment, e.g. $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
+ *          apart in both the tcp hello and the fs file names, from the environment, e.g.
+ *          $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
  *   Every rank checks that its GPU exists before the id exchange (a rank failing after it would leave
  *   the others waiting). Then cudaSetDevice(local) and a non-blocking ncclCommInitRankConfig polled
  *   with ncclCommGetAsyncError for at most MULTI_GPU_INIT_TIMEOUT_S ($LLMC_NCCL_INIT_TIMEOUT_S): past
@@ -133,7 +137,7 @@ inline double wall_seconds_() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Test hook (scripts/multi_gpu_stop_check.sh): a kernel that never ends, queued on `stream`, so that the
+// Test hook (dev/test/gpu/multi_gpu_stop_check.sh): a kernel that never ends, queued on `stream`, so that the
 // next wait on it (or a collective queued behind it) blocks like one whose peer died.
 __global__ void multi_gpu_hang_kernel_(const volatile int* never_set) {
     while (*never_set == 0) __nanosleep(1000000);
