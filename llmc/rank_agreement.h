@@ -26,7 +26,7 @@
 
 #include <sys/stat.h>
 
-#include "llmc/run_state.h"
+#include "llmc/checkpoint.h"
 
 // ----------------------------------------------------------------------------
 // resume
