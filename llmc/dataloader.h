@@ -66,11 +66,10 @@
 #include <string>
 #include <vector>
 
+#include "llmc/file_header.h"
 #include "llmc/rand.h"
 #include "llmc/utils.h"
 
-constexpr int32_t SHARD_MAGIC = 20240520;
-constexpr int32_t SHARD_VERSION = 1;
 constexpr int32_t DATALOADER_VOCAB_SIZE = 50257;  // GPT-2: valid token ids are 0..50256
 
 constexpr uint32_t DATALOADER_SHUFFLE_SEED = 42;  // llm.c: manual_seed(42 + process_rank)
@@ -109,30 +108,13 @@ struct DataLoader {
 
 // Reads and validates one shard header and the file size; returns the number of tokens.
 inline size_t dataloader_check_shard_(const std::string& path) {
-    FILE* f = fopen_check(path.c_str(), "rb");
-    long size = file_size_of(f, path.c_str());
-    if (size < (long)FILE_HEADER_BYTES) {
-        fatal("token shard '%s' is too small to hold a header (%ld bytes, need %zu)",
-              path.c_str(), size, FILE_HEADER_BYTES);
-    }
     int32_t header[FILE_HEADER_INTS];
-    fread_check(header, sizeof(int32_t), FILE_HEADER_INTS, f, path.c_str());
-    fclose_check(f, path.c_str());
-    if (header[0] != SHARD_MAGIC) {
-        fatal("token shard '%s' has bad magic %d (expected %d): not a token shard", path.c_str(),
-              header[0], SHARD_MAGIC);
-    }
-    if (header[1] != SHARD_VERSION) {
-        fatal("token shard '%s' has version %d, only version %d (uint16 tokens) is supported",
-              path.c_str(), header[1], SHARD_VERSION);
-    }
+    long size = 0;
+    file_header_read(path.c_str(), SHARD_MAGIC, header, &size);
     if (header[2] < 0) fatal("token shard '%s' has negative token count %d", path.c_str(), header[2]);
-    size_t ntok = (size_t)header[2];
-    size_t expected = FILE_HEADER_BYTES + ntok * sizeof(uint16_t);
-    if ((size_t)size != expected) {
-        fatal("token shard '%s' is %ld bytes but its header says %zu tokens (%zu bytes): "
-              "truncated or corrupted", path.c_str(), size, ntok, expected);
-    }
+    const size_t ntok = (size_t)header[2];
+    const std::string says = std::to_string(ntok) + " tokens";
+    file_size_check(path.c_str(), SHARD_MAGIC, size, FILE_HEADER_BYTES + ntok * sizeof(uint16_t), says.c_str());
     return ntok;
 }
 
@@ -168,9 +150,7 @@ inline void dataloader_open_shard_(DataLoader* dl, int shard) {
 inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char* flag_name, size_t B,
                             size_t T, int process_rank, int num_processes, bool shuffle) {
     if (B == 0 || T == 0) fatal("data loader needs B > 0 and T > 0 (got B=%zu, T=%zu)", B, T);
-    if (num_processes < 1 || process_rank < 0 || process_rank >= num_processes) {
-        fatal("bad process rank %d of %d processes", process_rank, num_processes);
-    }
+    check_process_rank("data loader", process_rank, num_processes);
     dl->B = B;
     dl->T = T;
     dl->process_rank = process_rank;

@@ -115,10 +115,7 @@ inline void multi_gpu_check_args_(int num_processes, int process_rank, int gpus_
     }
     if (zero_stage != 0 && zero_stage != 1) fatal("-z %d: only ZeRO stages 0 and 1 are implemented", zero_stage);
     if (gpus_per_node < 1) fatal("-pg must be >= 1, got %d", gpus_per_node);
-    if (num_processes < 1) fatal("-pn must be >= 1, got %d", num_processes);
-    if (process_rank < 0 || process_rank >= num_processes) {
-        fatal("-pr %d is outside 0..%d (-pn %d)", process_rank, num_processes - 1, num_processes);
-    }
+    check_process_rank("multi-GPU start-up", process_rank, num_processes);
 }
 
 // The NCCL in-place rules of the ZeRO-1 collectives: each chunk is this rank's 1/P of its slice.

@@ -52,11 +52,10 @@
 #include <vector>
 
 #include "llmc/dataloader.h"
+#include "llmc/file_header.h"
 #include "llmc/outlier_detector.h"
 #include "llmc/utils.h"
 
-constexpr int32_t RUN_STATE_MAGIC = 20240527;
-constexpr int32_t RUN_STATE_VERSION = 1;
 constexpr int32_t RUN_STATE_CHECKSUM_BODY_ONLY = 1;  // slot 6 of files from earlier builds
 constexpr int32_t RUN_STATE_CHECKSUM_WHOLE = 2;      // slot 6: checksum covers header and body
 constexpr int RUN_STATE_CHECKSUM_SLOT = 40;
@@ -229,18 +228,7 @@ inline void run_state_write(const std::string& path, const RunState& rs, const s
 // Reads and checks the header; returns the state's scalar fields and the file size.
 inline RunState run_state_header_(const std::string& path, int32_t* header, FILE* fp, long* file_size) {
     const char* p = path.c_str();
-    *file_size = file_size_of(fp, p);
-    if (*file_size < (long)FILE_HEADER_BYTES) {
-        fatal("run state file '%s' is truncated: %ld bytes, less than its %zu-byte header", p, *file_size,
-              FILE_HEADER_BYTES);
-    }
-    fread_check(header, sizeof(int32_t), FILE_HEADER_INTS, fp, p);
-    if (header[0] != RUN_STATE_MAGIC) {
-        fatal("'%s' is not a run state file (magic %d, expected %d)", p, header[0], RUN_STATE_MAGIC);
-    }
-    if (header[1] != RUN_STATE_VERSION) {
-        fatal("run state file '%s' has version %d, expected %d", p, header[1], RUN_STATE_VERSION);
-    }
+    file_header_check(fp, p, RUN_STATE_MAGIC, header, file_size);
     for (int slot : {4, 5, 7, RUN_STATE_LLMC_SHUFFLE_SLOT}) {
         if (header[slot] != 0 && header[slot] != 1) {
             fatal("run state file '%s' is corrupted (header slot %d = %d, must be 0 or 1)", p, slot, header[slot]);

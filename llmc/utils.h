@@ -38,6 +38,16 @@ struct FatalError {};
 #endif
 }
 
+// The one check of a process rank and process count (-pr, -pn), wherever they arrive; `what` names
+// the caller.
+inline void check_process_rank(const char* what, int rank, int num_processes) {
+    if (num_processes < 1) fatal("%s: the number of processes must be >= 1 (-pn), got %d", what, num_processes);
+    if (rank < 0 || rank >= num_processes) {
+        fatal("%s: process rank %d outside 0..%d (-pr must be below -pn %d)", what, rank, num_processes - 1,
+              num_processes);
+    }
+}
+
 // ----------------------------------------------------------------------------
 // checked stdio
 

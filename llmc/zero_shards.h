@@ -76,7 +76,7 @@ inline std::vector<ZeroChunk> zero_shard_chunks(const GPT2Config& cfg, int zero_
     }
     const std::string problem = zero_shard_problem(cfg, num_processes);
     if (!problem.empty()) fatal("ZeRO-1 over %d processes: %s", num_processes, problem.c_str());
-    if (rank < 0 || rank >= num_processes) fatal("zero_shard_chunks: rank %d outside 0..%d", rank, num_processes - 1);
+    check_process_rank("zero_shard_chunks", rank, num_processes);
     const size_t P = (size_t)num_processes, r = (size_t)rank;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         const int layers = param_tensor_is_per_layer(i) ? cfg.num_layers : 1;

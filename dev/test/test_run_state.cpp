@@ -209,7 +209,7 @@ TEST(RunStateErrors, ForeignCorruptedAndTruncatedFilesAreRejected) {
     std::vector<uint8_t> m = good;
     m[0] ^= 1;
     EXPECT_EXIT(run_state_read(variant("magic.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
-                "magic.bin' is not a run state file");
+                "run state file '.*magic.bin' has bad magic");
     m = good;
     m[4] = 2;
     EXPECT_EXIT(run_state_read(variant("version.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
@@ -223,7 +223,7 @@ TEST(RunStateErrors, ForeignCorruptedAndTruncatedFilesAreRejected) {
     for (size_t keep : {(size_t)100, (size_t)2000, good.size() - 5}) {
         m.assign(good.begin(), good.begin() + keep);
         EXPECT_EXIT(run_state_read(variant("trunc.bin", m), b.body(), 4, 2), ::testing::ExitedWithCode(1),
-                    "trunc.bin' is (truncated|corrupted)")
+                    "trunc.bin' is (truncated|corrupted|too small to hold a header)")
             << keep;
     }
     // extra bytes at the end
