@@ -85,10 +85,8 @@ struct DataLoaderState {
     Mt19937State rng = {};               // shuffling generator [shuffle_rng]; unused without shuffling
 };
 
-struct DataLoader {
+struct DataLoader : LoaderShape {  // B, T, process_rank, num_processes
     // configuration
-    size_t B = 0, T = 0;
-    int process_rank = 0, num_processes = 1;
     bool shuffle = false;
     std::vector<std::string> shard_paths;    // sorted glob result
     std::vector<size_t> shard_num_windows;   // windows of P*B*T tokens per shard
@@ -150,11 +148,7 @@ inline void dataloader_open_shard_(DataLoader* dl, int shard) {
 inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char* flag_name, size_t B,
                             size_t T, int process_rank, int num_processes, bool shuffle) {
     if (B == 0 || T == 0) fatal("data loader needs B > 0 and T > 0 (got B=%zu, T=%zu)", B, T);
-    check_process_rank("data loader", process_rank, num_processes);
-    dl->B = B;
-    dl->T = T;
-    dl->process_rank = process_rank;
-    dl->num_processes = num_processes;
+    loader_shape_set(dl, "data loader", B, T, process_rank, num_processes);
     dl->shuffle = shuffle;
 
     glob_t g;

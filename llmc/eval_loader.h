@@ -87,9 +87,7 @@ inline std::string eval_example_problem(const EvalExample& e) {
     return "";
 }
 
-struct EvalLoader {
-    size_t B = 0, T = 0;
-    int process_rank = 0, num_processes = 1;
+struct EvalLoader : LoaderShape {  // B, T, process_rank, num_processes
     std::string path;
     std::vector<EvalExample> examples;
     size_t examples_per_batch = 0;   // E = B / 4 per process
@@ -107,11 +105,7 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
         fatal("the multiple-choice eval (-h) needs -b to be a multiple of %d (got %zu)",
               EVAL_NUM_COMPLETIONS, B);
     }
-    check_process_rank("eval loader", process_rank, num_processes);
-    el->B = B;
-    el->T = T;
-    el->process_rank = process_rank;
-    el->num_processes = num_processes;
+    loader_shape_set(el, "eval loader", B, T, process_rank, num_processes);
     el->path = path;
     el->examples.clear();
 
