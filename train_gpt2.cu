@@ -3,7 +3,6 @@
  * data, schedules, state files and logging in their own llmc/ headers. Flags and the step line
  * follow llm.c (see README and ../shared/docs/formats.md).
  */
-#include <glob.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -208,7 +207,6 @@ static TrainConfig parse_args(int argc, char** argv) {
     require_range("-r", c.recompute, 0, 2);
     require_range("-ge", c.gelu_fusion, 0, 2);
     require_range("-w", c.master_weights, 0, 1);
-    require_range("-z", c.zero_stage, 0, 1);
     require_range("-a", c.overfit_single_batch, 0, 1);
     require_range("-f", c.allow_tf32, 0, 1);
     require_range("-ma", c.matmul_autotune, 0, 1);
@@ -216,8 +214,6 @@ static TrainConfig parse_args(int argc, char** argv) {
     require_range("-y", c.resume, 0, 1);
     require_range("-sh", c.shuffle, 0, 1);
     require_range("-pt", c.phase_timing, 0, 1);
-    require_range("-pn", c.num_processes, 1, 1 << 16);
-    require_range("-pr", c.process_rank, 0, c.num_processes - 1);
     require_range("-pp", c.port, 1, 65535);
     for (auto [flag, value] : {std::pair<const char*, int>{"-v", c.val_every}, {"-s", c.sample_every},
                                {"-g", c.gen_tokens}, {"-n", c.checkpoint_every}, {"-nk", c.keep_last},
@@ -242,9 +238,8 @@ static TrainConfig parse_args(int argc, char** argv) {
     if (c.final_lr_frac < 0.0f || c.final_lr_frac > 1.0f) fatal("flag -q must be in [0, 1], got %g", c.final_lr_frac);
     if (c.resume && c.output_dir.empty()) fatal("-y 1 needs -o <dir> to find checkpoints in");
     if (c.checkpoint_every > 0 && c.output_dir.empty()) fatal("-n %d needs -o <dir> to write checkpoints to", c.checkpoint_every);
-    if (c.init_method != "mpi" && c.init_method != "tcp" && c.init_method != "fs") {
-        fatal("flag -pi must be mpi, tcp or fs, got '%s'", c.init_method.c_str());
-    }
+    // -pi, -pn, -pr, -pg, -z: the start-up's own checks (llmc/multi_gpu.cuh), here before any CUDA call
+    multi_gpu_check_args(c.num_processes, c.process_rank, c.gpus_per_node, c.init_method.c_str(), c.zero_stage);
     return c;
 }
 
@@ -455,15 +450,8 @@ static void evaluate_and_sample(Trainer& tr, int step, bool last_step) {
 // start-up
 
 // Stops with a message naming the flag when a shard pattern matches nothing (checked before any GPU
-// or process start-up, so a typo fails fast everywhere).
-static void require_matches(const std::string& pattern, const char* flag) {
-    glob_t g;
-    const int rc = glob(pattern.c_str(), 0, nullptr, &g);
-    const size_t n = rc == 0 ? g.gl_pathc : 0;
-    if (rc == 0) globfree(&g);
-    if (n == 0) fatal("%s '%s' matches no files (expected token shards *.bin; for Tiny Shakespeare run dev/data/tinyshakespeare.sh)",
-                      flag, pattern.c_str());
-}
+// or process start-up, so a typo fails fast everywhere; the data loader's own check).
+static void require_matches(const std::string& pattern, const char* flag) { dataloader_glob(pattern.c_str(), flag); }
 
 // Rank and process count before any start-up: mpirun announces them in the environment (the values
 // MPI_Comm_rank / MPI_Comm_size give later); -pi tcp / fs take -pr / -pn. Everything that depends on
@@ -509,7 +497,7 @@ static ModelChoice setup_model_config(TrainConfig& c) {
         m.info = model_file_read_header(c.init.c_str());
         m.mc = m.info.cfg;
     }
-    if (c.T > m.mc.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", c.T, m.mc.max_seq_len);
+    gpt2_check_seq_len(m.mc, c.T);
     const std::string problem = gpt2_config_problem(m.mc);
     if (!problem.empty()) fatal("-e %s: bad model configuration: %s", c.init.c_str(), problem.c_str());
     attention_check_shape(m.mc.channels, m.mc.num_heads);  // the one shape limit of the kernels (head size 64)
@@ -547,7 +535,7 @@ static void setup_processes(Trainer& tr, const GPT2Config& mc) {
     }
     if (c.total_batch / tokens_per_micro > INT32_MAX) fatal("-d %ld needs too many accumulation steps", c.total_batch);
     tr.grad_accum = (int)(c.total_batch / tokens_per_micro);
-    if (c.hellaswag && c.B % 4 != 0) fatal("-h 1 needs -b to be a multiple of 4 (4 completions per example), got %d", c.B);
+    if (c.hellaswag) eval_check_batch(c.B);
 }
 
 // Data: every shard's header and size, then every token id against the model's vocabulary; the eval

@@ -25,6 +25,8 @@
  * them in llm.c's layout). Without shuffling both orders are the identity.
  *
  * API
+ *   std::vector<std::string> dataloader_glob(const char* glob_pattern, const char* flag_name)
+ *        the shards a pattern matches, sorted; fatal naming flag_name when it matches none.
  *   void dataloader_init(DataLoader*, const char* glob_pattern, const char* flag_name, size_t B,
  *                        size_t T, int process_rank, int num_processes, bool shuffle)
  *        flag_name (e.g. "-i") is named in the error when the pattern matches nothing.
@@ -145,22 +147,30 @@ inline void dataloader_open_shard_(DataLoader* dl, int shard) {
 // ----------------------------------------------------------------------------
 // API
 
+// The one check of a shard pattern: the files it matches, sorted bytewise (glob sorts by locale);
+// none is an error naming the flag.
+inline std::vector<std::string> dataloader_glob(const char* glob_pattern, const char* flag_name) {
+    glob_t g;
+    int rc = glob(glob_pattern, 0, nullptr, &g);
+    if (rc != 0 || g.gl_pathc == 0) {
+        if (rc == 0) globfree(&g);
+        fatal("%s '%s' matches no files (expected token shards *.bin; for Tiny Shakespeare run "
+              "dev/data/tinyshakespeare.sh)", flag_name, glob_pattern);
+    }
+    std::vector<std::string> paths(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    globfree(&g);
+    std::sort(paths.begin(), paths.end());
+    if (paths.size() > (size_t)INT32_MAX) fatal("%s '%s' matches too many files", flag_name, glob_pattern);
+    return paths;
+}
+
 inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char* flag_name, size_t B,
                             size_t T, int process_rank, int num_processes, bool shuffle) {
     if (B == 0 || T == 0) fatal("data loader needs B > 0 and T > 0 (got B=%zu, T=%zu)", B, T);
     loader_shape_set(dl, "data loader", B, T, process_rank, num_processes);
     dl->shuffle = shuffle;
 
-    glob_t g;
-    int rc = glob(glob_pattern, 0, nullptr, &g);
-    if (rc != 0 || g.gl_pathc == 0) {
-        if (rc == 0) globfree(&g);
-        fatal("%s '%s' matches no files (expected token shards *.bin)", flag_name, glob_pattern);
-    }
-    dl->shard_paths.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
-    globfree(&g);
-    std::sort(dl->shard_paths.begin(), dl->shard_paths.end());  // glob sorts by locale; make it bytewise
-    if (dl->shard_paths.size() > (size_t)INT32_MAX) fatal("%s '%s' matches too many files", flag_name, glob_pattern);
+    dl->shard_paths = dataloader_glob(glob_pattern, flag_name);
 
     if (B > (size_t)INT32_MAX || T > (size_t)INT32_MAX || B * T > SIZE_MAX / 4 / (size_t)num_processes) {
         fatal("data loader: num_processes*B*T = %d*%zu*%zu is too large", num_processes, B, T);

@@ -99,12 +99,17 @@ struct EvalLoader : LoaderShape {  // B, T, process_rank, num_processes
     int* labels = nullptr;           // (E) label of each example of the batch, -1 for padding
 };
 
-inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t T, int process_rank,
-                             int num_processes) {
+// The one check of the micro-batch for the eval: whole examples of EVAL_NUM_COMPLETIONS rows.
+inline void eval_check_batch(size_t B) {
     if (B == 0 || B % EVAL_NUM_COMPLETIONS != 0) {
-        fatal("the multiple-choice eval (-h) needs -b to be a multiple of %d (got %zu)",
+        fatal("-h 1 needs -b to be a multiple of %d (%d completions per example), got %zu", EVAL_NUM_COMPLETIONS,
               EVAL_NUM_COMPLETIONS, B);
     }
+}
+
+inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t T, int process_rank,
+                             int num_processes) {
+    eval_check_batch(B);
     loader_shape_set(el, "eval loader", B, T, process_rank, num_processes);
     el->path = path;
     el->examples.clear();

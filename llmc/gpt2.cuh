@@ -296,7 +296,7 @@ inline size_t gpt2_activation_bytes(const GPT2Config& cfg, int B, int T, int rec
 // Allocates activations for micro-batch (B, T). Checks free GPU memory first and explains a shortfall.
 inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
     const GPT2Config& c = model->config;
-    if (T > c.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", T, c.max_seq_len);
+    gpt2_check_seq_len(c, T);
     model->B = B;
     model->T = T;
     const ActivationLayout layout = gpt2_activation_layout(c, B, T, model->opt.recompute);

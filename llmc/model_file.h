@@ -364,6 +364,11 @@ struct ModelFileInfo {
 
 inline DType model_file_dtype(int version) { return version == MODEL_FILE_VERSION_FP32 ? DType::FP32 : DType::BF16; }
 
+// The one check of a sequence length (-t) against a model's configuration.
+inline void gpt2_check_seq_len(const GPT2Config& cfg, int T) {
+    if (T > cfg.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", T, cfg.max_seq_len);
+}
+
 inline size_t model_file_expected_bytes(const ModelFileInfo& info) {
     return FILE_HEADER_BYTES + gpt2_num_parameters(info.cfg) * dtype_size(model_file_dtype(info.version));
 }

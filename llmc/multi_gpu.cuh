@@ -22,6 +22,7 @@
  *          llmc/nccl_id_exchange.h (port default NCCL_ID_DEFAULT_PORT; the run tag, which keeps jobs
  *          apart in both the tcp hello and the fs file names, from the environment, e.g.
  *          $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
+ *   The flags are checked first by multi_gpu_check_args (the trainer calls it too, while parsing them).
  *   Every rank checks that its GPU exists before the id exchange (a rank failing after it would leave
  *   the others waiting). Then cudaSetDevice(local) and a non-blocking ncclCommInitRankConfig polled
  *   with ncclCommGetAsyncError for at most MULTI_GPU_INIT_TIMEOUT_S ($LLMC_NCCL_INIT_TIMEOUT_S): past
@@ -106,16 +107,17 @@ enum class MultiGpuOp { sum };  // no average: see multi_gpu_async_reduce
 // What turns a gradient summed over the ranks into their mean; applied in fp32.
 inline float multi_gpu_mean_scale(const MultiGpuConfig* cfg) { return 1.0f / (float)cfg->num_processes; }
 
-// Checks shared by both builds; every message names the flag.
-inline void multi_gpu_check_args_(int num_processes, int process_rank, int gpus_per_node, const char* init_method,
-                                  int zero_stage) {
+// The checks of the start-up flags, shared by both builds (and called by the trainer's flag parsing,
+// before any CUDA call); every message names the flag.
+inline void multi_gpu_check_args(int num_processes, int process_rank, int gpus_per_node, const char* init_method,
+                                 int zero_stage) {
     if (init_method == nullptr ||
         (strcmp(init_method, "mpi") != 0 && strcmp(init_method, "tcp") != 0 && strcmp(init_method, "fs") != 0)) {
         fatal("-pi must be mpi, tcp or fs, got '%s'", init_method ? init_method : "(null)");
     }
     if (zero_stage != 0 && zero_stage != 1) fatal("-z %d: only ZeRO stages 0 and 1 are implemented", zero_stage);
     if (gpus_per_node < 1) fatal("-pg must be >= 1, got %d", gpus_per_node);
-    check_process_rank("multi-GPU start-up", process_rank, num_processes);
+    check_process_rank("-pn/-pr", process_rank, num_processes);
 }
 
 // The NCCL in-place rules of the ZeRO-1 collectives: each chunk is this rank's 1/P of its slice.
@@ -268,7 +270,7 @@ inline ncclComm_t multi_gpu_comm_init_(int num_processes, const ncclUniqueId& id
 inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank, int gpus_per_node,
                                             const char* init_method, const char* server_ip, int port,
                                             const char* fs_path, int zero_stage) {
-    multi_gpu_check_args_(num_processes, process_rank, gpus_per_node, init_method, zero_stage);
+    multi_gpu_check_args(num_processes, process_rank, gpus_per_node, init_method, zero_stage);
     static_assert(sizeof(ncclUniqueId) == NCCL_ID_BYTES, "llmc/nccl_id_exchange.h assumes a 128-byte id");
     // Before NCCL reads its environment (ncclGetUniqueId already does): no NVLS / multicast.
     const char* nvls = getenv("NCCL_NVLS_ENABLE");
@@ -488,7 +490,7 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
     (void)server_ip;
     (void)port;
     (void)fs_path;
-    multi_gpu_check_args_(num_processes, process_rank, gpus_per_node, init_method, zero_stage);
+    multi_gpu_check_args(num_processes, process_rank, gpus_per_node, init_method, zero_stage);
     int launched = multi_gpu_launcher_size_();
     if (num_processes > 1 || launched > 1) {
         fatal("this build has no NCCL (NO_MULTI_GPU=1) and runs one process, but %s %d: rebuild with NCCL",
