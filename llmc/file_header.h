@@ -34,6 +34,7 @@ constexpr int32_t DEBUG_STATE_MAGIC = 20240327;
 constexpr int32_t DEBUG_STATE_VERSION_LLMC = 2;  // llm.c's layout
 constexpr int32_t DEBUG_STATE_VERSION = 3;       // ours
 constexpr int32_t TOKENIZER_MAGIC = 20240328;
+constexpr int32_t TOKENIZER_VERSION = 2;        // written; version 1 (no end-of-text slot) is read too
 constexpr int32_t SHARD_MAGIC = 20240520;
 constexpr int32_t SHARD_VERSION = 1;
 constexpr int32_t EVAL_MAGIC = 20240522;
@@ -54,7 +55,7 @@ constexpr FileFormat FILE_FORMATS[] = {
      "3 (fp32) or 5 (bf16)"},
     {DEBUG_STATE_MAGIC, "debug state", "a debug state", {DEBUG_STATE_VERSION_LLMC, DEBUG_STATE_VERSION},
      "2 (llm.c) or 3"},
-    {TOKENIZER_MAGIC, "tokenizer file", "a tokenizer file", {1, 2}, "1 or 2"},
+    {TOKENIZER_MAGIC, "tokenizer file", "a tokenizer file", {1, TOKENIZER_VERSION}, "1 or 2"},
     {SHARD_MAGIC, "token shard", "a token shard", {SHARD_VERSION, 0}, "1 (uint16 tokens)"},
     {EVAL_MAGIC, "eval file", "a multiple-choice eval file", {EVAL_VERSION, 0}, "1"},
     {RUN_STATE_MAGIC, "run state file", "an optimizer state file", {RUN_STATE_VERSION, 0}, "1"},
