@@ -3,7 +3,6 @@
  * data, schedules, state files and logging in their own llmc/ headers. Flags and the step line
  * follow llm.c (see README and ../shared/docs/formats.md).
  */
-#include <glob.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,7 +26,7 @@
 #include "llmc/train_plan.h"
 #include "llmc/train_step.cuh"
 #include "llmc/watchdog.h"
-#include "llmc/zero.cuh"
+#include "llmc/multi_gpu.cuh"
 
 // ----------------------------------------------------------------------------
 // command line
@@ -208,7 +207,6 @@ static TrainConfig parse_args(int argc, char** argv) {
     require_range("-r", c.recompute, 0, 2);
     require_range("-ge", c.gelu_fusion, 0, 2);
     require_range("-w", c.master_weights, 0, 1);
-    require_range("-z", c.zero_stage, 0, 1);
     require_range("-a", c.overfit_single_batch, 0, 1);
     require_range("-f", c.allow_tf32, 0, 1);
     require_range("-ma", c.matmul_autotune, 0, 1);
@@ -216,8 +214,6 @@ static TrainConfig parse_args(int argc, char** argv) {
     require_range("-y", c.resume, 0, 1);
     require_range("-sh", c.shuffle, 0, 1);
     require_range("-pt", c.phase_timing, 0, 1);
-    require_range("-pn", c.num_processes, 1, 1 << 16);
-    require_range("-pr", c.process_rank, 0, c.num_processes - 1);
     require_range("-pp", c.port, 1, 65535);
     for (auto [flag, value] : {std::pair<const char*, int>{"-v", c.val_every}, {"-s", c.sample_every},
                                {"-g", c.gen_tokens}, {"-n", c.checkpoint_every}, {"-nk", c.keep_last},
@@ -242,9 +238,8 @@ static TrainConfig parse_args(int argc, char** argv) {
     if (c.final_lr_frac < 0.0f || c.final_lr_frac > 1.0f) fatal("flag -q must be in [0, 1], got %g", c.final_lr_frac);
     if (c.resume && c.output_dir.empty()) fatal("-y 1 needs -o <dir> to find checkpoints in");
     if (c.checkpoint_every > 0 && c.output_dir.empty()) fatal("-n %d needs -o <dir> to write checkpoints to", c.checkpoint_every);
-    if (c.init_method != "mpi" && c.init_method != "tcp" && c.init_method != "fs") {
-        fatal("flag -pi must be mpi, tcp or fs, got '%s'", c.init_method.c_str());
-    }
+    // -pi, -pn, -pr, -pg, -z: the start-up's own checks (llmc/multi_gpu.cuh), here before any CUDA call
+    multi_gpu_check_args(c.num_processes, c.process_rank, c.gpus_per_node, c.init_method.c_str(), c.zero_stage);
     return c;
 }
 
@@ -456,15 +451,8 @@ static void evaluate_and_sample(Trainer& tr, int step, bool last_step) {
 // start-up
 
 // Stops with a message naming the flag when a shard pattern matches nothing (checked before any GPU
-// or process start-up, so a typo fails fast everywhere).
-static void require_matches(const std::string& pattern, const char* flag) {
-    glob_t g;
-    const int rc = glob(pattern.c_str(), 0, nullptr, &g);
-    const size_t n = rc == 0 ? g.gl_pathc : 0;
-    if (rc == 0) globfree(&g);
-    if (n == 0) fatal("%s '%s' matches no files (expected token shards *.bin; for Tiny Shakespeare run dev/data/tinyshakespeare.sh)",
-                      flag, pattern.c_str());
-}
+// or process start-up, so a typo fails fast everywhere; the data loader's own check).
+static void require_matches(const std::string& pattern, const char* flag) { dataloader_glob(pattern.c_str(), flag); }
 
 // Rank and process count before any start-up: mpirun announces them in the environment (the values
 // MPI_Comm_rank / MPI_Comm_size give later); -pi tcp / fs take -pr / -pn. Everything that depends on
@@ -489,38 +477,44 @@ static void launch_geometry(const TrainConfig& c, int* rank, int* size) {
     if (*rank < 0 || *rank >= *size) fatal("the MPI launcher gives rank %d of %d processes", *rank, *size);
 }
 
-// Everything that can be checked without a GPU is checked here, before the first CUDA call: flags and
-// their combinations, every input file (shards in full, model file, checkpoint and run state to resume
-// from, eval file, tokenizer) and the output folder. Only then CUDA, processes and the model.
-static void setup(Trainer& tr) {
-    TrainConfig& c = tr.cfg;
+// The model's shape, and where its weights come from (setup_model_config -> setup_model).
+struct ModelChoice {
+    GPT2Config mc{};
+    ModelFileInfo info{};         // the model file's header, when the weights come from one
+    bool from_descriptor = false;  // -e d12 etc.: random init
+};
 
-    // model configuration: descriptor or checkpoint. Resuming without -e takes the shape from the
-    // checkpoint, as llm.c (which ignores -e when it resumes) does.
+// Model configuration: descriptor or checkpoint. Resuming without -e takes the shape from the
+// checkpoint, as llm.c (which ignores -e when it resumes) does.
+static ModelChoice setup_model_config(TrainConfig& c) {
     if (c.resume && !c.init_given) {
         const int latest = ckpt_find_latest(c.output_dir);
         if (latest >= 0) c.init = ckpt_model_path(c.output_dir, latest);
     }
-    GPT2Config mc;
-    ModelFileInfo info;
-    const bool from_descriptor = gpt2_config_from_descriptor(c.init.c_str(), &mc);
-    if (!from_descriptor) {
+    ModelChoice m;
+    m.from_descriptor = gpt2_config_from_descriptor(c.init.c_str(), &m.mc);
+    if (!m.from_descriptor) {
         if (access(c.init.c_str(), F_OK) != 0) fatal("%s", init_file_missing_message(c.init).c_str());
-        info = model_file_read_header(c.init.c_str());
-        mc = info.cfg;
+        m.info = model_file_read_header(c.init.c_str());
+        m.mc = m.info.cfg;
     }
-    if (c.T > mc.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", c.T, mc.max_seq_len);
-    const std::string problem = gpt2_config_problem(mc);
+    gpt2_check_seq_len(m.mc, c.T);
+    const std::string problem = gpt2_config_problem(m.mc);
     if (!problem.empty()) fatal("-e %s: bad model configuration: %s", c.init.c_str(), problem.c_str());
-    attention_check_shape(mc.channels, mc.num_heads);  // the one shape limit of the kernels (head size 64)
-    // -a 1 trains on the start of the val data, as llm.c does (val is the small split)
-    const std::string& train_pattern = c.overfit_single_batch ? c.val_pattern : c.train_pattern;
-    const char* train_flag = c.overfit_single_batch ? "-j (trained on with -a 1)" : "-i";
-    require_matches(train_pattern, c.overfit_single_batch ? "-j" : "-i");
-    tr.have_val = c.val_every > 0 && c.val_max_steps != 0 && !c.val_pattern.empty();  // -m -1: the whole split
-    if (tr.have_val) require_matches(c.val_pattern, "-j");
+    attention_check_shape(m.mc.channels, m.mc.num_heads);  // the one shape limit of the kernels (head size 64)
+    return m;
+}
 
-    // processes: the geometry the start-up below will find
+// -a 1 trains on the start of the val data, as llm.c does (val is the small split).
+static const std::string& train_pattern(const TrainConfig& c) {
+    return c.overfit_single_batch ? c.val_pattern : c.train_pattern;
+}
+static const char* train_flag(const TrainConfig& c) { return c.overfit_single_batch ? "-j (trained on with -a 1)" : "-i"; }
+
+// Processes: the geometry the start-up (setup_gpu) will find, and what depends on it only: ZeRO-1's
+// divisibility and the batch sizes. Nothing here starts a process or touches the GPU.
+static void setup_processes(Trainer& tr, const GPT2Config& mc) {
+    TrainConfig& c = tr.cfg;
     int rank = 0, nproc = 1;
     launch_geometry(c, &rank, &nproc);
     c.num_processes = nproc;
@@ -542,12 +536,17 @@ static void setup(Trainer& tr) {
     }
     if (c.total_batch / tokens_per_micro > INT32_MAX) fatal("-d %ld needs too many accumulation steps", c.total_batch);
     tr.grad_accum = (int)(c.total_batch / tokens_per_micro);
-    if (c.hellaswag && c.B % 4 != 0) fatal("-h 1 needs -b to be a multiple of 4 (4 completions per example), got %d", c.B);
+    if (c.hellaswag) eval_check_batch(c.B);
+}
 
-    // data: every shard's header and size, then every token id against the model's vocabulary
-    dataloader_init(&tr.train_loader, train_pattern.c_str(), c.overfit_single_batch ? "-j" : "-i", c.B, c.T,
+// Data: every shard's header and size, then every token id against the model's vocabulary; the eval
+// file; the step counts, schedule and outlier windows that follow from them; the tokenizer.
+static void setup_data(Trainer& tr, const GPT2Config& mc) {
+    const TrainConfig& c = tr.cfg;
+    const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
+    dataloader_init(&tr.train_loader, train_pattern(c).c_str(), c.overfit_single_batch ? "-j" : "-i", c.B, c.T,
                     c.process_rank, c.num_processes, c.shuffle != 0);
-    dataloader_check_tokens(&tr.train_loader, train_flag, mc.vocab_size);
+    dataloader_check_tokens(&tr.train_loader, train_flag(c), mc.vocab_size);
     if (tr.have_val) {
         dataloader_init(&tr.val_loader, c.val_pattern.c_str(), "-j", c.B, c.T, c.process_rank, c.num_processes,
                         false);
@@ -561,8 +560,8 @@ static void setup(Trainer& tr) {
     }
     const size_t epoch_batches = dataloader_num_batches(&tr.train_loader) / tr.grad_accum;
     if (epoch_batches == 0) {
-        fatal("the training data (%s %s) has fewer windows (%zu) than one optimizer step needs (%d)", train_flag,
-              train_pattern.c_str(), dataloader_num_batches(&tr.train_loader), tr.grad_accum);
+        fatal("the training data (%s %s) has fewer windows (%zu) than one optimizer step needs (%d)", train_flag(c),
+              train_pattern(c).c_str(), dataloader_num_batches(&tr.train_loader), tr.grad_accum);
     }
     tr.train_num_batches = plan_train_steps(c.max_steps, shard_pattern_tokens(tr.train_loader.shard_paths),
                                             c.total_batch);
@@ -571,8 +570,11 @@ static void setup(Trainer& tr) {
     outlier_detector_init(&tr.loss_outlier);
     outlier_detector_init(&tr.norm_outlier);
     tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
+}
 
-    // output folder, and the checkpoint to resume from
+// Output folder, and the checkpoint to resume from (read and checked on the host).
+static void setup_output(Trainer& tr, const GPT2Config& mc) {
+    const TrainConfig& c = tr.cfg;
     if (!c.output_dir.empty()) {
         ckpt_make_dir(c.output_dir);
         ckpt_check_writable(c.output_dir);
@@ -581,8 +583,12 @@ static void setup(Trainer& tr) {
         const size_t shard_size = zero_shard_size(mc, c.zero_stage, c.num_processes);
         resume_read(tr, mc, shard_size);
     }
+}
 
-    // GPU (after everything that can be checked without one)
+// GPU and processes (after everything that can be checked without one): the device, then the
+// multi-GPU start-up, which must find the geometry setup_processes planned with.
+static const cudaDeviceProp& setup_gpu(Trainer& tr) {
+    const TrainConfig& c = tr.cfg;
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
         fatal("no CUDA GPU found: train_gpt2cu needs an NVIDIA GPU of compute capability 8.0 or newer");
@@ -593,10 +599,6 @@ static void setup(Trainer& tr) {
         fatal("start-up found process %d of %d, but the environment announced %d of %d: check the launcher",
               tr.mp.process_rank, tr.mp.num_processes, c.process_rank, c.num_processes);
     }
-    GPT2Options opt;
-    opt.recompute = c.recompute;
-    opt.gelu_fusion = c.gelu_fusion;
-    opt.use_master_weights = c.master_weights != 0;
     if (c.zero_stage > 0 && c.num_processes == 1 && is_rank0(tr)) {
         printf("note: -z %d with one process shards nothing\n", c.zero_stage);
     }
@@ -604,87 +606,119 @@ static void setup(Trainer& tr) {
     ctx_opt.allow_tf32 = c.allow_tf32 != 0;
     ctx_opt.autotune = c.matmul_autotune != 0;
     gpu_context_init(&tr.ctx, ctx_opt);  // on the device multi_gpu_config_init chose
-    const cudaDeviceProp& props = tr.ctx.props;
-    tr.peak = gpu_peak_bf16_flops(props);
+    tr.peak = gpu_peak_bf16_flops(tr.ctx.props);
+    return tr.ctx.props;
+}
 
-    // model
-    gpt2_allocate_state(&tr.model, mc, opt, &tr.mp, &tr.ctx);
+// Model on the GPU: state, weights (random or from -e), activations, then the resume's upload and the
+// log. Returns the largest micro-batch the free memory would have taken (for the table).
+static int setup_model(Trainer& tr, const ModelChoice& m) {
+    const TrainConfig& c = tr.cfg;
+    GPT2Options opt;
+    opt.recompute = c.recompute;
+    opt.gelu_fusion = c.gelu_fusion;
+    opt.use_master_weights = c.master_weights != 0;
+    gpt2_allocate_state(&tr.model, m.mc, opt, &tr.mp, &tr.ctx);
     tr.model.rng_state = 13371337;  // the same on every process: replicas must round identically
-    if (from_descriptor) gpt2_init_random(&tr.model, c.seed);
-    else gpt2_load_params(&tr.model, c.init.c_str(), info);
+    if (m.from_descriptor) gpt2_init_random(&tr.model, c.seed);
+    else gpt2_load_params(&tr.model, c.init.c_str(), m.info);
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const int max_b = gpt2_estimate_max_batch(tr.ctx, mc, c.T, c.recompute, free_bytes);
+    const int max_b = gpt2_estimate_max_batch(tr.ctx, m.mc, c.T, c.recompute, free_bytes);
     gpt2_allocate_activations(&tr.model, c.B, c.T);
 
     if (c.resume) {
-        tr.start_step = resume_upload(tr, mc);
+        tr.start_step = resume_upload(tr, m.mc);
         tr.resumed = tr.start_step > 0;  // checkpoints exist only of steps >= 1
     }
     logger_init(&tr.logger, c.output_dir.empty() ? nullptr : c.output_dir.c_str(), c.process_rank, tr.start_step);
     tr.sample_rng = rng_seed(c.seed, 1337);
+    return max_b;
+}
 
-    if (is_rank0(tr)) {
-        const size_t N = tr.model.num_parameters;
-        printf("+-----------------------+----------------------------------------------------+\n");
-        printf("| %-21s | %-50s |\n", "Parameter", "Value");
-        printf("+-----------------------+----------------------------------------------------+\n");
-        auto row_s = [](const char* k, const std::string& v) { printf("| %-21s | %-50s |\n", k, v.c_str()); };
-        auto row_i = [](const char* k, long v) { printf("| %-21s | %-50ld |\n", k, v); };
-        auto row_f = [](const char* k, double v) { printf("| %-21s | %-50e |\n", k, v); };
-        row_s("train data pattern", train_pattern);
-        if (c.overfit_single_batch) row_s("overfit single batch", "-a 1: the same -j windows every step");
-        row_s("val data pattern", tr.have_val ? c.val_pattern : "(none)");
-        row_s("output log dir", c.output_dir.empty() ? "(none)" : c.output_dir);
-        row_s("init", c.init);
-        row_i("micro batch size B", c.B);
-        row_i("sequence length T", c.T);
-        row_i("total batch size", c.total_batch);
-        row_i("gradient accumulation", tr.grad_accum);
-        row_s("LR schedule", lr_schedule_name(tr.scheduler.type));
-        row_f("learning rate (LR)", c.lr);
-        row_i("warmup iterations", c.warmup);
-        row_f("final LR fraction", c.final_lr_frac);
-        row_f("weight decay", c.weight_decay);
-        row_i("max steps", tr.train_num_batches);
-        row_i("val loss every", c.val_every);
-        row_i("val max steps", c.val_max_steps);
-        row_i("val batches", tr.have_val ? tr.val_num_batches : 0);
-        row_i("sample every", c.sample_every);
-        row_i("genT", c.gen_tokens);
-        row_i("checkpoint every", c.checkpoint_every);
-        row_i("recompute", c.recompute);
-        row_i("gelu fusion", c.gelu_fusion);
-        row_i("master weights", gpt2_uses_master_weights(&tr.model));
-        row_i("zero stage", c.zero_stage);
-        row_s("precision", PRECISION_MODE_NAME);
+// The start-up table (rank 0). tr is not const: sizing the activations uses the context's LayerNorm
+// grid cache, which fills on first use.
+static void print_run_table(Trainer& tr, const GPT2Config& mc, const cudaDeviceProp& props, int max_b) {
+    const TrainConfig& c = tr.cfg;
+    const size_t N = tr.model.num_parameters;
+    printf("+-----------------------+----------------------------------------------------+\n");
+    printf("| %-21s | %-50s |\n", "Parameter", "Value");
+    printf("+-----------------------+----------------------------------------------------+\n");
+    auto row_s = [](const char* k, const std::string& v) { printf("| %-21s | %-50s |\n", k, v.c_str()); };
+    auto row_i = [](const char* k, long v) { printf("| %-21s | %-50ld |\n", k, v); };
+    auto row_f = [](const char* k, double v) { printf("| %-21s | %-50e |\n", k, v); };
+    row_s("train data pattern", train_pattern(c));
+    if (c.overfit_single_batch) row_s("overfit single batch", "-a 1: the same -j windows every step");
+    row_s("val data pattern", tr.have_val ? c.val_pattern : "(none)");
+    row_s("output log dir", c.output_dir.empty() ? "(none)" : c.output_dir);
+    row_s("init", c.init);
+    row_i("micro batch size B", c.B);
+    row_i("sequence length T", c.T);
+    row_i("total batch size", c.total_batch);
+    row_i("gradient accumulation", tr.grad_accum);
+    row_s("LR schedule", lr_schedule_name(tr.scheduler.type));
+    row_f("learning rate (LR)", c.lr);
+    row_i("warmup iterations", c.warmup);
+    row_f("final LR fraction", c.final_lr_frac);
+    row_f("weight decay", c.weight_decay);
+    row_i("max steps", tr.train_num_batches);
+    row_i("val loss every", c.val_every);
+    row_i("val max steps", c.val_max_steps);
+    row_i("val batches", tr.have_val ? tr.val_num_batches : 0);
+    row_i("sample every", c.sample_every);
+    row_i("genT", c.gen_tokens);
+    row_i("checkpoint every", c.checkpoint_every);
+    row_i("recompute", c.recompute);
+    row_i("gelu fusion", c.gelu_fusion);
+    row_i("master weights", gpt2_uses_master_weights(&tr.model));
+    row_i("zero stage", c.zero_stage);
+    row_s("precision", PRECISION_MODE_NAME);
 #ifdef ENABLE_CUDNN
-        row_s("attention", "cuDNN flash attention");
-        row_s("cuDNN", cudnn_version_string());
+    row_s("attention", "cuDNN flash attention");
+    row_s("cuDNN", cudnn_version_string());
 #else
-        row_s("attention", "llmc/attention.cuh");
+    row_s("attention", "llmc/attention.cuh");
 #endif
-        printf("+-----------------------+----------------------------------------------------+\n");
-        row_s("device", props.name);
-        row_s("peak bf16 TFLOP/s", tr.peak.source);
-        row_i("processes", c.num_processes);
-        row_s("NCCL", tr.mp.use_nccl ? "communicator up (" + c.init_method + " start-up)" : std::string("not used"));
-        printf("+-----------------------+----------------------------------------------------+\n");
-        row_i("max_seq_len", mc.max_seq_len);
-        row_i("vocab_size", mc.vocab_size);
-        row_i("padded_vocab_size", mc.padded_vocab_size);
-        row_i("num_layers", mc.num_layers);
-        row_i("num_heads", mc.num_heads);
-        row_i("channels", mc.channels);
-        row_i("num_parameters", (long)N);
-        printf("+-----------------------+----------------------------------------------------+\n");
-        row_i("train windows/epoch", (long)dataloader_num_batches(&tr.train_loader));
-        printf("+-----------------------+----------------------------------------------------+\n");
-        printf("memory: parameters+gradients+optimizer %.2f GiB, activations %.2f GiB; "
-               "estimated max micro-batch at T=%d with -r %d: %d\n",
-               gpt2_state_bytes(mc, gpt2_uses_master_weights(&tr.model), &tr.mp) / 1073741824.0,
-               gpt2_activation_bytes(tr.ctx, mc, c.B, c.T, c.recompute) / 1073741824.0, c.T, c.recompute, max_b);
-    }
+    printf("+-----------------------+----------------------------------------------------+\n");
+    row_s("device", props.name);
+    row_s("peak bf16 TFLOP/s", tr.peak.source);
+    row_i("processes", c.num_processes);
+    row_s("NCCL", tr.mp.use_nccl ? "communicator up (" + c.init_method + " start-up)" : std::string("not used"));
+    printf("+-----------------------+----------------------------------------------------+\n");
+    row_i("max_seq_len", mc.max_seq_len);
+    row_i("vocab_size", mc.vocab_size);
+    row_i("padded_vocab_size", mc.padded_vocab_size);
+    row_i("num_layers", mc.num_layers);
+    row_i("num_heads", mc.num_heads);
+    row_i("channels", mc.channels);
+    row_i("num_parameters", (long)N);
+    printf("+-----------------------+----------------------------------------------------+\n");
+    row_i("train windows/epoch", (long)dataloader_num_batches(&tr.train_loader));
+    printf("+-----------------------+----------------------------------------------------+\n");
+    printf("memory: parameters+gradients+optimizer %.2f GiB, activations %.2f GiB; "
+           "estimated max micro-batch at T=%d with -r %d: %d\n",
+           gpt2_state_bytes(mc, gpt2_uses_master_weights(&tr.model), &tr.mp) / 1073741824.0,
+           gpt2_activation_bytes(tr.ctx, mc, c.B, c.T, c.recompute) / 1073741824.0, c.T, c.recompute, max_b);
+}
+
+// Everything that can be checked without a GPU is checked first, before the first CUDA call: flags
+// and their combinations, every input file (shards in full, model file, checkpoint and run state to
+// resume from, eval file, tokenizer) and the output folder. Checks that can fail on one rank only all
+// run here, before the processes find each other (a rank failing after that would leave the others
+// waiting). Only then CUDA, processes and the model.
+static void setup(Trainer& tr) {
+    TrainConfig& c = tr.cfg;
+    const ModelChoice m = setup_model_config(c);
+    require_matches(train_pattern(c), c.overfit_single_batch ? "-j" : "-i");
+    tr.have_val = c.val_every > 0 && c.val_max_steps != 0 && !c.val_pattern.empty();  // -m -1: the whole split
+    if (tr.have_val) require_matches(c.val_pattern, "-j");
+    setup_processes(tr, m.mc);
+    setup_data(tr, m.mc);
+    setup_output(tr, m.mc);
+
+    const cudaDeviceProp& props = setup_gpu(tr);
+    const int max_b = setup_model(tr, m);
+    if (is_rank0(tr)) print_run_table(tr, m.mc, props, max_b);
 }
 
 // ----------------------------------------------------------------------------
@@ -712,7 +746,7 @@ int main(int argc, char** argv) {
     step_cfg.norm_outlier = &tr.norm_outlier;
     step_cfg.stop_flag = &g_stop_signal;
     step_cfg.watchdog = wd;
-    // test hook (scripts/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
+    // test hook (dev/test/gpu/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
     const char* hang_env = getenv("LLMC_TEST_HANG_AT_STEP");
     step_cfg.hang_at_step = hang_env != nullptr ? atoi(hang_env) : 0;
 

@@ -25,6 +25,8 @@
  * them in llm.c's layout). Without shuffling both orders are the identity.
  *
  * API
+ *   std::vector<std::string> dataloader_glob(const char* glob_pattern, const char* flag_name)
+ *        the shards a pattern matches, sorted; fatal naming flag_name when it matches none.
  *   void dataloader_init(DataLoader*, const char* glob_pattern, const char* flag_name, size_t B,
  *                        size_t T, int process_rank, int num_processes, bool shuffle)
  *        flag_name (e.g. "-i") is named in the error when the pattern matches nothing.
@@ -66,11 +68,10 @@
 #include <string>
 #include <vector>
 
+#include "llmc/file_header.h"
 #include "llmc/rand.h"
 #include "llmc/utils.h"
 
-constexpr int32_t SHARD_MAGIC = 20240520;
-constexpr int32_t SHARD_VERSION = 1;
 constexpr int32_t DATALOADER_VOCAB_SIZE = 50257;  // GPT-2: valid token ids are 0..50256
 
 constexpr uint32_t DATALOADER_SHUFFLE_SEED = 42;  // llm.c: manual_seed(42 + process_rank)
@@ -86,10 +87,8 @@ struct DataLoaderState {
     Mt19937State rng = {};               // shuffling generator [shuffle_rng]; unused without shuffling
 };
 
-struct DataLoader {
+struct DataLoader : LoaderShape {  // B, T, process_rank, num_processes
     // configuration
-    size_t B = 0, T = 0;
-    int process_rank = 0, num_processes = 1;
     bool shuffle = false;
     std::vector<std::string> shard_paths;    // sorted glob result
     std::vector<size_t> shard_num_windows;   // windows of P*B*T tokens per shard
@@ -109,30 +108,13 @@ struct DataLoader {
 
 // Reads and validates one shard header and the file size; returns the number of tokens.
 inline size_t dataloader_check_shard_(const std::string& path) {
-    FILE* f = fopen_check(path.c_str(), "rb");
-    long size = file_size_of(f, path.c_str());
-    if (size < (long)FILE_HEADER_BYTES) {
-        fatal("token shard '%s' is too small to hold a header (%ld bytes, need %zu)",
-              path.c_str(), size, FILE_HEADER_BYTES);
-    }
     int32_t header[FILE_HEADER_INTS];
-    fread_check(header, sizeof(int32_t), FILE_HEADER_INTS, f, path.c_str());
-    fclose_check(f, path.c_str());
-    if (header[0] != SHARD_MAGIC) {
-        fatal("token shard '%s' has bad magic %d (expected %d): not a token shard", path.c_str(),
-              header[0], SHARD_MAGIC);
-    }
-    if (header[1] != SHARD_VERSION) {
-        fatal("token shard '%s' has version %d, only version %d (uint16 tokens) is supported",
-              path.c_str(), header[1], SHARD_VERSION);
-    }
+    long size = 0;
+    file_header_read(path.c_str(), SHARD_MAGIC, header, &size);
     if (header[2] < 0) fatal("token shard '%s' has negative token count %d", path.c_str(), header[2]);
-    size_t ntok = (size_t)header[2];
-    size_t expected = FILE_HEADER_BYTES + ntok * sizeof(uint16_t);
-    if ((size_t)size != expected) {
-        fatal("token shard '%s' is %ld bytes but its header says %zu tokens (%zu bytes): "
-              "truncated or corrupted", path.c_str(), size, ntok, expected);
-    }
+    const size_t ntok = (size_t)header[2];
+    const std::string says = std::to_string(ntok) + " tokens";
+    file_size_check(path.c_str(), SHARD_MAGIC, size, FILE_HEADER_BYTES + ntok * sizeof(uint16_t), says.c_str());
     return ntok;
 }
 
@@ -165,28 +147,30 @@ inline void dataloader_open_shard_(DataLoader* dl, int shard) {
 // ----------------------------------------------------------------------------
 // API
 
-inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char* flag_name, size_t B,
-                            size_t T, int process_rank, int num_processes, bool shuffle) {
-    if (B == 0 || T == 0) fatal("data loader needs B > 0 and T > 0 (got B=%zu, T=%zu)", B, T);
-    if (num_processes < 1 || process_rank < 0 || process_rank >= num_processes) {
-        fatal("bad process rank %d of %d processes", process_rank, num_processes);
-    }
-    dl->B = B;
-    dl->T = T;
-    dl->process_rank = process_rank;
-    dl->num_processes = num_processes;
-    dl->shuffle = shuffle;
-
+// The one check of a shard pattern: the files it matches, sorted bytewise (glob sorts by locale);
+// none is an error naming the flag.
+inline std::vector<std::string> dataloader_glob(const char* glob_pattern, const char* flag_name) {
     glob_t g;
     int rc = glob(glob_pattern, 0, nullptr, &g);
     if (rc != 0 || g.gl_pathc == 0) {
         if (rc == 0) globfree(&g);
-        fatal("%s '%s' matches no files (expected token shards *.bin)", flag_name, glob_pattern);
+        fatal("%s '%s' matches no files (expected token shards *.bin; for Tiny Shakespeare run "
+              "dev/data/tinyshakespeare.sh)", flag_name, glob_pattern);
     }
-    dl->shard_paths.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    std::vector<std::string> paths(g.gl_pathv, g.gl_pathv + g.gl_pathc);
     globfree(&g);
-    std::sort(dl->shard_paths.begin(), dl->shard_paths.end());  // glob sorts by locale; make it bytewise
-    if (dl->shard_paths.size() > (size_t)INT32_MAX) fatal("%s '%s' matches too many files", flag_name, glob_pattern);
+    std::sort(paths.begin(), paths.end());
+    if (paths.size() > (size_t)INT32_MAX) fatal("%s '%s' matches too many files", flag_name, glob_pattern);
+    return paths;
+}
+
+inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char* flag_name, size_t B,
+                            size_t T, int process_rank, int num_processes, bool shuffle) {
+    if (B == 0 || T == 0) fatal("data loader needs B > 0 and T > 0 (got B=%zu, T=%zu)", B, T);
+    loader_shape_set(dl, "data loader", B, T, process_rank, num_processes);
+    dl->shuffle = shuffle;
+
+    dl->shard_paths = dataloader_glob(glob_pattern, flag_name);
 
     if (B > (size_t)INT32_MAX || T > (size_t)INT32_MAX || B * T > SIZE_MAX / 4 / (size_t)num_processes) {
         fatal("data loader: num_processes*B*T = %d*%zu*%zu is too large", num_processes, B, T);

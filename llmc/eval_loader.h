@@ -39,10 +39,9 @@
 #include <string>
 #include <vector>
 
+#include "llmc/file_header.h"
 #include "llmc/utils.h"
 
-constexpr int32_t EVAL_MAGIC = 20240522;
-constexpr int32_t EVAL_VERSION = 1;
 constexpr int EVAL_NUM_COMPLETIONS = 4;
 constexpr int EVAL_VOCAB_SIZE = 50257;
 constexpr int EVAL_PAD_TOKEN = 50256;
@@ -88,9 +87,7 @@ inline std::string eval_example_problem(const EvalExample& e) {
     return "";
 }
 
-struct EvalLoader {
-    size_t B = 0, T = 0;
-    int process_rank = 0, num_processes = 1;
+struct EvalLoader : LoaderShape {  // B, T, process_rank, num_processes
     std::string path;
     std::vector<EvalExample> examples;
     size_t examples_per_batch = 0;   // E = B / 4 per process
@@ -102,29 +99,24 @@ struct EvalLoader {
     int* labels = nullptr;           // (E) label of each example of the batch, -1 for padding
 };
 
-inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t T, int process_rank,
-                             int num_processes) {
+// The one check of the micro-batch for the eval: whole examples of EVAL_NUM_COMPLETIONS rows.
+inline void eval_check_batch(size_t B) {
     if (B == 0 || B % EVAL_NUM_COMPLETIONS != 0) {
-        fatal("the multiple-choice eval (-h) needs -b to be a multiple of %d (got %zu)",
+        fatal("-h 1 needs -b to be a multiple of %d (%d completions per example), got %zu", EVAL_NUM_COMPLETIONS,
               EVAL_NUM_COMPLETIONS, B);
     }
-    if (num_processes < 1 || process_rank < 0 || process_rank >= num_processes) {
-        fatal("bad process rank %d of %d processes", process_rank, num_processes);
-    }
-    el->B = B;
-    el->T = T;
-    el->process_rank = process_rank;
-    el->num_processes = num_processes;
+}
+
+inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t T, int process_rank,
+                             int num_processes) {
+    eval_check_batch(B);
+    loader_shape_set(el, "eval loader", B, T, process_rank, num_processes);
     el->path = path;
     el->examples.clear();
 
-    FILE* f = fopen_check(path, "rb");
-    long size = file_size_of(f, path);
-    if (size < (long)FILE_HEADER_BYTES) fatal("eval file '%s' is too small to hold a header (%ld bytes)", path, size);
     int32_t header[FILE_HEADER_INTS];
-    fread_check(header, sizeof(int32_t), FILE_HEADER_INTS, f, path);
-    if (header[0] != EVAL_MAGIC) fatal("eval file '%s' has bad magic %d (expected %d)", path, header[0], EVAL_MAGIC);
-    if (header[1] != EVAL_VERSION) fatal("eval file '%s' has version %d, expected %d", path, header[1], EVAL_VERSION);
+    long size = 0;
+    FILE* f = file_header_open(path, EVAL_MAGIC, header, &size);
     if (header[2] <= 0) fatal("eval file '%s' says it has %d examples", path, header[2]);
     size_t n = (size_t)header[2];
     size_t longest = header[3] > 0 ? (size_t)header[3] : 0;

@@ -13,7 +13,7 @@
  * Recompute levels (-r): 0 keeps every activation; 1 keeps one GELU output buffer and recomputes
  * GELU in the backward; 2 also keeps only the LayerNorm statistics and recomputes ln1/ln2.
  *
- * Several processes (llmc/zero.cuh): with ZeRO stage 0 each layer's gradients are all-reduced on the
+ * Several processes (llmc/multi_gpu.cuh): with ZeRO stage 0 each layer's gradients are all-reduced on the
  * NCCL stream as soon as that layer's backward of the last micro-step is done, overlapping the rest
  * of the backward. ZeRO-1 shards the optimizer in llm.c's layout (llmc/zero_shards.h): each process
  * owns 1/P of every tensor of every layer (sizes must divide by P); after the backward one grouped
@@ -41,7 +41,7 @@
 #include "llmc/matmul.cuh"
 #include "llmc/model_file.h"
 #include "llmc/phase_timer.h"
-#include "llmc/zero.cuh"
+#include "llmc/multi_gpu.cuh"
 #ifdef ENABLE_CUDNN
 #include "llmc/cudnn_att.h"
 #endif
@@ -295,7 +295,7 @@ inline size_t gpt2_activation_bytes(GpuContext& ctx, const GPT2Config& cfg, int 
 // Allocates activations for micro-batch (B, T). Checks free GPU memory first and explains a shortfall.
 inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
     const GPT2Config& c = model->config;
-    if (T > c.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", T, c.max_seq_len);
+    gpt2_check_seq_len(c, T);
     model->B = B;
     model->T = T;
     const ActivationLayout layout = gpt2_activation_layout(c, B, T, model->opt.recompute);
@@ -655,7 +655,7 @@ inline void gpt2_reduce_gradients(GPT2* model) {
 // optimizer
 
 // Global L2 norm of the gradient averaged over processes (synchronizes). The buffers hold the sum
-// over processes (llmc/zero.cuh), so the norm of the sum is scaled by 1/P in fp32. Under ZeRO-1 each
+// over processes (llmc/multi_gpu.cuh), so the norm of the sum is scaled by 1/P in fp32. Under ZeRO-1 each
 // process holds the reduced gradient of its chunks only: their sum of squares (one pass over all chunks,
 // in the order of a single buffer, so one process gets ZeRO-0's bits) is then added across processes.
 inline float gpt2_grad_norm(GPT2* model) {

@@ -3,6 +3,7 @@
 #include <pcre2.h>
 
 #include "llmc/gpt2_bpe.h"
+#include "llmc/file_header.h"  // TOKENIZER_MAGIC, TOKENIZER_VERSION
 
 #include <atomic>
 #include <queue>
@@ -473,8 +474,8 @@ void gpt2_encode_parallel(std::vector<Gpt2Encoder>& encoders, const char* text, 
 
 void gpt2_write_tokenizer_bin(const Gpt2Bpe* bpe, const std::string& path) {
     uint32_t header[FILE_HEADER_INTS] = {};
-    header[0] = GPT2_TOKENIZER_MAGIC;
-    header[1] = GPT2_TOKENIZER_VERSION;
+    header[0] = TOKENIZER_MAGIC;
+    header[1] = TOKENIZER_VERSION;
     header[2] = (uint32_t)bpe->token_bytes.size();
     header[3] = GPT2_EOT;
     AtomicFile f = atomic_file_open(path);

@@ -24,8 +24,6 @@
 
 constexpr uint32_t GPT2_VOCAB_SIZE = 50257;
 constexpr uint32_t GPT2_EOT = 50256;            // <|endoftext|>
-constexpr uint32_t GPT2_TOKENIZER_MAGIC = 20240328;
-constexpr uint32_t GPT2_TOKENIZER_VERSION = 2;
 
 struct pcre2_real_code_8;        // PCRE2 types, kept out of this header (pcre2.h needs a width macro)
 struct pcre2_real_match_data_8;

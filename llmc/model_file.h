@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "llmc/file_header.h"  // the magics and versions
 #include "llmc/rand.h"
 #include "llmc/utils.h"
 
@@ -52,11 +53,6 @@ struct GPT2Config {
 static_assert(sizeof(GPT2Config) == 6 * sizeof(int), "GPT2Config is six ints");
 
 constexpr int NUM_PARAMETER_TENSORS = 16;
-constexpr int MODEL_FILE_MAGIC = 20240326;
-constexpr int MODEL_FILE_VERSION_FP32 = 3;
-constexpr int MODEL_FILE_VERSION_BF16 = 5;
-constexpr int DEBUG_STATE_MAGIC = 20240327;
-constexpr int DEBUG_STATE_VERSION = 3;
 
 // The parameter tensors by name, in checkpoint order: the index of each in PARAMETER_TENSOR_NAMES,
 // gpt2_param_sizes and the GPU structs (llmc/gpt2.cuh). The 12 from PARAM_LN1W to PARAM_FCPROJB are
@@ -368,47 +364,19 @@ struct ModelFileInfo {
 
 inline DType model_file_dtype(int version) { return version == MODEL_FILE_VERSION_FP32 ? DType::FP32 : DType::BF16; }
 
+// The one check of a sequence length (-t) against a model's configuration.
+inline void gpt2_check_seq_len(const GPT2Config& cfg, int T) {
+    if (T > cfg.max_seq_len) fatal("-t %d is larger than the model's max sequence length %d", T, cfg.max_seq_len);
+}
+
 inline size_t model_file_expected_bytes(const ModelFileInfo& info) {
     return FILE_HEADER_BYTES + gpt2_num_parameters(info.cfg) * dtype_size(model_file_dtype(info.version));
-}
-
-// What a magic number belongs to, for error messages when the wrong kind of file is passed.
-inline const char* file_kind_of_magic(int magic) {
-    switch (magic) {
-        case 20240326: return "a model checkpoint";
-        case 20240327: return "a debug state";
-        case 20240328: return "a tokenizer file";
-        case 20240520: return "a token shard";
-        case 20240522: return "a multiple-choice eval file";
-        case 20240527: return "an optimizer state file";
-        default: return "not a file of this project";
-    }
-}
-
-// Opens `path` (a `kind`: "model file", "debug state") and reads its 256 x int32 header into h; the
-// file must hold at least the header and h[0] must be `magic`. Returns the file, positioned after the
-// header; *size gets its length in bytes.
-inline FILE* model_file_open_header(const char* path, const char* kind, int magic, int32_t h[FILE_HEADER_INTS],
-                                    long* size) {
-    FILE* fp = fopen_check(path, "rb");
-    *size = file_size_of(fp, path);
-    if (*size < static_cast<long>(FILE_HEADER_BYTES)) {
-        fatal("'%s' is not a %s: %ld bytes, shorter than the %zu-byte header", path, kind, *size, FILE_HEADER_BYTES);
-    }
-    fread_check(h, sizeof(int32_t), FILE_HEADER_INTS, fp, path);
-    if (h[0] != magic) {
-        fatal("'%s' is not a %s: magic %d (%s), expected %d", path, kind, h[0], file_kind_of_magic(h[0]), magic);
-    }
-    return fp;
 }
 
 inline ModelFileInfo model_file_read_header(const char* path) {
     int32_t h[FILE_HEADER_INTS];
     long size = 0;
-    fclose_check(model_file_open_header(path, "model file", MODEL_FILE_MAGIC, h, &size), path);
-    if (h[1] != MODEL_FILE_VERSION_FP32 && h[1] != MODEL_FILE_VERSION_BF16) {
-        fatal("'%s': unsupported model file version %d (expected 3 = fp32 or 5 = bf16)", path, h[1]);
-    }
+    file_header_read(path, MODEL_FILE_MAGIC, h, &size);
     ModelFileInfo info;
     info.version = h[1];
     info.cfg.max_seq_len = h[2];
@@ -422,12 +390,10 @@ inline ModelFileInfo model_file_read_header(const char* path) {
         fatal("'%s': implausible model header (%s): maxT=%d V=%d Vp=%d L=%d NH=%d C=%d", path, problem.c_str(),
               h[2], h[3], h[7], h[4], h[5], h[6]);
     }
-    size_t want = model_file_expected_bytes(info);
-    if (static_cast<size_t>(size) != want) {
-        fatal("'%s' has %ld bytes but its header (v%d, L=%d C=%d Vp=%d) implies %zu: %s", path, size, info.version,
-              info.cfg.num_layers, info.cfg.channels, info.cfg.padded_vocab_size, want,
-              static_cast<size_t>(size) < want ? "truncated" : "trailing bytes");
-    }
+    char says[96];
+    snprintf(says, sizeof(says), "v%d, L=%d C=%d Vp=%d", info.version, info.cfg.num_layers, info.cfg.channels,
+             info.cfg.padded_vocab_size);
+    file_size_check(path, MODEL_FILE_MAGIC, size, model_file_expected_bytes(info), says);
     return info;
 }
 
@@ -523,16 +489,13 @@ struct DebugState {
 inline DebugState debug_state_read(const char* path, const GPT2Config& cfg) {
     int32_t h[FILE_HEADER_INTS];
     long size = 0;
-    FILE* fp = model_file_open_header(path, "debug state", DEBUG_STATE_MAGIC, h, &size);
-    if (h[1] != 2 && h[1] != DEBUG_STATE_VERSION) {
-        fatal("'%s': unsupported debug state version %d (expected 2 or 3)", path, h[1]);
-    }
+    FILE* fp = file_header_open(path, DEBUG_STATE_MAGIC, h, &size);
     DebugState s;
     s.version = h[1];
     s.B = h[2];
     s.T = h[3];
     int K = 0, has_dev = 0, has_noise = 0;
-    if (s.version == 2) {
+    if (s.version == DEBUG_STATE_VERSION_LLMC) {
         s.V = cfg.vocab_size;
         s.Vp = cfg.padded_vocab_size;
         s.lr = 0.0f;
@@ -559,12 +522,10 @@ inline DebugState debug_state_read(const char* path, const GPT2Config& cfg) {
     size_t nparams = gpt2_num_parameters(cfg);
     size_t ndev = (has_dev ? 2 * DEBUG_NUM_DEVIATIONS : 0) + (has_noise ? 2 : 0);
     size_t want = FILE_HEADER_BYTES + 4 * (2 * BT + BT * s.V + 1 + nparams + K + ndev);
-    if (static_cast<size_t>(size) != want) {
-        fatal("'%s' has %ld bytes but its header (v%d, B=%d T=%d K=%d, bf16 flag %d) and the model (%zu parameters) "
-              "imply %zu: %s, %s", path, size, s.version, s.B, s.T, K, has_dev, nparams, want,
-              static_cast<size_t>(size) < want ? "truncated" : "trailing bytes",
-              "or written for another model");
-    }
+    char says[192];
+    snprintf(says, sizeof(says), "v%d, B=%d T=%d K=%d, bf16 flag %d for a model of %zu parameters (or written for "
+             "another model?)", s.version, s.B, s.T, K, has_dev, nparams);
+    file_size_check(path, DEBUG_STATE_MAGIC, size, want, says);
     s.x.resize(BT);
     s.y.resize(BT);
     s.logits.resize(BT * s.V);

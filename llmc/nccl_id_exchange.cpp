@@ -42,11 +42,7 @@ int remaining_ms(double deadline) {
 }
 
 void check_common_args(int rank, int num_processes, double timeout_s, const char* what) {
-    if (num_processes < 1) fatal("%s: number of processes must be >= 1, got %d (-pn)", what, num_processes);
-    if (rank < 0 || rank >= num_processes) {
-        fatal("%s: process rank %d is outside 0..%d (-pr must be below -pn %d)", what, rank, num_processes - 1,
-              num_processes);
-    }
+    check_process_rank(what, rank, num_processes);
     if (!(timeout_s > 0)) fatal("%s: timeout must be > 0 seconds, got %g", what, timeout_s);
 }
 
@@ -95,44 +91,33 @@ static_assert(sizeof(TcpHello) == 24 && sizeof(TcpIdMsg) == 24 + NCCL_ID_BYTES, 
 
 enum class Io { ok, closed, timeout, error };
 
-// Send / receive exactly n bytes before the deadline, across partial transfers and EINTR.
-Io send_all(int fd, const void* buf, size_t n, double deadline) {
-    const char* p = static_cast<const char*>(buf);
+// Sends (POLLOUT) or receives (POLLIN) exactly n bytes before the deadline, across partial transfers
+// and EINTR. A peer that closes the connection: Io::closed.
+Io transfer_all(int fd, char* p, size_t n, double deadline, bool sending) {
     while (n > 0) {
         int ms = remaining_ms(deadline);
         if (ms == 0) return Io::timeout;
-        pollfd pfd{fd, POLLOUT, 0};
+        pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
         int r = poll(&pfd, 1, ms);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return Io::error;
         if (r == 0) return Io::timeout;
-        ssize_t put = send(fd, p, n, MSG_NOSIGNAL);
-        if (put < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-        if (put < 0) return (errno == EPIPE || errno == ECONNRESET) ? Io::closed : Io::error;
-        p += put;
-        n -= (size_t)put;
+        ssize_t done = sending ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
+        if (done < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (done < 0) return (errno == ECONNRESET || (sending && errno == EPIPE)) ? Io::closed : Io::error;
+        if (done == 0 && !sending) return Io::closed;
+        p += done;
+        n -= (size_t)done;
     }
     return Io::ok;
 }
 
+Io send_all(int fd, const void* buf, size_t n, double deadline) {
+    return transfer_all(fd, const_cast<char*>(static_cast<const char*>(buf)), n, deadline, true);
+}
+
 Io recv_all(int fd, void* buf, size_t n, double deadline) {
-    char* p = static_cast<char*>(buf);
-    while (n > 0) {
-        int ms = remaining_ms(deadline);
-        if (ms == 0) return Io::timeout;
-        pollfd pfd{fd, POLLIN, 0};
-        int r = poll(&pfd, 1, ms);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return Io::error;
-        if (r == 0) return Io::timeout;
-        ssize_t got = recv(fd, p, n, 0);
-        if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-        if (got < 0) return errno == ECONNRESET ? Io::closed : Io::error;
-        if (got == 0) return Io::closed;
-        p += got;
-        n -= (size_t)got;
-    }
-    return Io::ok;
+    return transfer_all(fd, static_cast<char*>(buf), n, deadline, false);
 }
 
 const char* io_str(Io io) {

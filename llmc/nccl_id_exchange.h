@@ -48,7 +48,7 @@
 #include <cstdint>
 #include <string>
 
-constexpr size_t NCCL_ID_BYTES = 128;        // sizeof(ncclUniqueId); zero.cuh static_asserts it
+constexpr size_t NCCL_ID_BYTES = 128;        // sizeof(ncclUniqueId); multi_gpu.cuh static_asserts it
 constexpr int NCCL_ID_DEFAULT_PORT = 12345;  // default TCP port (llm.c's fixed port)
 
 void id_exchange_tcp(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* server_ip,

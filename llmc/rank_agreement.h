@@ -1,6 +1,6 @@
 /*
  * What the ranks of a data-parallel run must agree on, as host-only logic: the trainer moves the
- * numbers through collectives (llmc/zero.cuh), the host tests call these functions directly.
+ * numbers through collectives (llmc/multi_gpu.cuh), the host tests call these functions directly.
  * A decision taken from a rank's own view (its clock, its signal flag, its view of -o) can differ
  * between ranks, and a rank that leaves the loop alone leaves the others waiting in a collective.
  *
@@ -26,7 +26,7 @@
 
 #include <sys/stat.h>
 
-#include "llmc/run_state.h"
+#include "llmc/checkpoint.h"
 
 // ----------------------------------------------------------------------------
 // resume

@@ -1,6 +1,7 @@
 /*
- * Optimizer/run state files and the checkpoint directory (formats.md "Optimizer/run state", magic
- * 20240527), host only. One file per process: DIR/state_%08d_%05d.bin (step, rank).
+ * Optimizer/run state files (formats.md "Optimizer/run state", magic 20240527), host only. One file
+ * per process: DIR/state_%08d_%05d.bin (step, rank); the checkpoint directory (paths, DONE, leftovers,
+ * pruning) is llmc/checkpoint.h.
  *
  * Header slots (int32; u64 values low word first):
  *   0 magic 20240527, 1 version 1, 2 num_processes, 3 process_rank, 4 use_master_weights,
@@ -38,30 +39,9 @@
  *        fills the body buffers; validates magic, version, process count and rank (vs this run),
  *        exact size, checksum: any mismatch is one fatal() naming the file.
  *   void run_state_restore_loader(const RunState&, DataLoader*, const std::string& path)
- *
- * Checkpoint directory (a checkpoint of step S is complete once DONE_%08d exists):
- *   std::string ckpt_model_path(dir, step)        DIR/model_%08d.bin
- *   std::string ckpt_state_path(dir, step, rank)  DIR/state_%08d_%05d.bin
- *   std::string ckpt_done_path(dir, step)         DIR/DONE_%08d
- *   void ckpt_make_dir(dir)                       mkdir -p; fatal naming -o on failure
- *   void ckpt_write_done(dir, step)               fsyncs the directory, then creates the empty DONE
- *   void ckpt_check_writable(dir)                 creates and deletes a probe file; fatal naming -o
- *   int  ckpt_find_latest(dir)                    largest step with a DONE file, -1 if none/no dir
- *   std::vector<std::string> ckpt_remove_leftovers(dir, rank)
- *        deletes the *.tmp files an interrupted checkpoint left (rank 0: model and DONE files and its
- *        state file; rank r > 0: its own state file only) and returns their paths. Call at start-up,
- *        when nothing writes to dir.
- *   void ckpt_prune(dir, keep_last_n, never_delete_multiple_of, current_step)
- *        keep_last_n <= 0: does nothing. Otherwise, among steps <= current_step, keeps the
- *        keep_last_n newest complete checkpoints and every step that is a multiple of
- *        never_delete_multiple_of (> 0); deletes the files of every other step (incomplete ones and
- *        .tmp leftovers included): DONE first, so a half-deleted checkpoint is never resumed from
- *        (if DONE cannot be deleted, the step's other files are kept too). Deletion failures warn.
- *        Steps > current_step are left alone. Call on one process after all have written.
  */
 #pragma once
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -71,16 +51,14 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "llmc/dataloader.h"
+#include "llmc/file_header.h"
 #include "llmc/outlier_detector.h"
 #include "llmc/utils.h"
 
-constexpr int32_t RUN_STATE_MAGIC = 20240527;
-constexpr int32_t RUN_STATE_VERSION = 1;
 constexpr int32_t RUN_STATE_CHECKSUM_BODY_ONLY = 1;  // slot 6 of files from earlier builds
 constexpr int32_t RUN_STATE_CHECKSUM_WHOLE = 2;      // slot 6: checksum covers header and body
 constexpr int RUN_STATE_CHECKSUM_SLOT = 40;
@@ -256,18 +234,7 @@ inline void run_state_write(const std::string& path, const RunState& rs, const s
 // Reads and checks the header; returns the state's scalar fields and the file size.
 inline RunState run_state_header_(const std::string& path, int32_t* header, FILE* fp, long* file_size) {
     const char* p = path.c_str();
-    *file_size = file_size_of(fp, p);
-    if (*file_size < (long)FILE_HEADER_BYTES) {
-        fatal("run state file '%s' is truncated: %ld bytes, less than its %zu-byte header", p, *file_size,
-              FILE_HEADER_BYTES);
-    }
-    fread_check(header, sizeof(int32_t), FILE_HEADER_INTS, fp, p);
-    if (header[0] != RUN_STATE_MAGIC) {
-        fatal("'%s' is not a run state file (magic %d, expected %d)", p, header[0], RUN_STATE_MAGIC);
-    }
-    if (header[1] != RUN_STATE_VERSION) {
-        fatal("run state file '%s' has version %d, expected %d", p, header[1], RUN_STATE_VERSION);
-    }
+    file_header_check(fp, p, RUN_STATE_MAGIC, header, file_size);
     for (int slot : {4, 5, 7, RUN_STATE_LLMC_SHUFFLE_SLOT, RUN_STATE_LLMC_ZERO_SLOT}) {
         if (header[slot] != 0 && header[slot] != 1) {
             fatal("run state file '%s' is corrupted (header slot %d = %d, must be 0 or 1)", p, slot, header[slot]);
@@ -418,182 +385,4 @@ inline void run_state_restore_loader(const RunState& rs, DataLoader* dl, const s
               rs.shuffle ? "with" : "without", dl->shuffle ? "on" : "off");
     }
     dataloader_set_state(dl, rs.loader, path.c_str());
-}
-
-// ----------------------------------------------------------------------------
-// checkpoint directory
-
-inline std::string ckpt_path_(const std::string& dir, const char* fmt, int a, int b = 0) {
-    char name[64];
-    snprintf(name, sizeof(name), fmt, a, b);
-    return dir + "/" + name;
-}
-inline std::string ckpt_model_path(const std::string& dir, int step) { return ckpt_path_(dir, "model_%08d.bin", step); }
-inline std::string ckpt_state_path(const std::string& dir, int step, int rank) { return ckpt_path_(dir, "state_%08d_%05d.bin", step, rank); }
-inline std::string ckpt_done_path(const std::string& dir, int step) { return ckpt_path_(dir, "DONE_%08d", step); }
-
-inline void ckpt_make_dir(const std::string& dir) {
-    if (dir.empty()) fatal("-o: empty output directory");
-    for (size_t i = 1; i <= dir.size(); i++) {
-        if (i == dir.size() || dir[i] == '/') {
-            std::string prefix = dir.substr(0, i);
-            if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-                fatal("-o: cannot create directory '%s': %s", prefix.c_str(), strerror(errno));
-            }
-        }
-    }
-    struct stat sb;
-    if (stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) fatal("-o: '%s' is not a directory", dir.c_str());
-}
-
-// Output folders on a read-only file system (or without write permission) exist but refuse files:
-// found at start-up instead of at the first checkpoint.
-inline void ckpt_check_writable(const std::string& dir) {
-    const std::string probe = dir + "/.gpt2cu_write_probe_" + std::to_string((long)getpid());
-    int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) fatal("-o: cannot write files in '%s': %s", dir.c_str(), strerror(errno));
-    close(fd);
-    unlink(probe.c_str());
-}
-
-// Makes completed renames in dir durable before anything that depends on them is written.
-inline void ckpt_fsync_dir_(const std::string& dir) {
-    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (fd < 0) fatal("cannot open checkpoint directory '%s': %s", dir.c_str(), strerror(errno));
-    fsync(fd);  // best effort: some file systems refuse fsync on directories
-    close(fd);
-}
-
-inline void ckpt_write_done(const std::string& dir, int step) {
-    ckpt_fsync_dir_(dir);
-    AtomicFile f = atomic_file_open(ckpt_done_path(dir, step));
-    atomic_file_commit(f);
-    ckpt_fsync_dir_(dir);
-}
-
-// Parses "<digits>" at s, returns the number of characters used (0 if none) and the value.
-inline size_t ckpt_parse_digits_(const char* s, long long* value) {
-    size_t n = 0;
-    long long v = 0;
-    while (s[n] >= '0' && s[n] <= '9' && n < 12) v = v * 10 + (s[n++] - '0');
-    *value = v;
-    return (n >= 8 && !(s[n] >= '0' && s[n] <= '9')) ? n : 0;
-}
-
-enum class CkptFileKind { None, Done, Other };
-
-// Recognises DONE_<step> (Done) and model_<step>.bin, state_<step>_<rank>.bin and any of the three
-// + ".tmp" (Other: files of that step). Steps have at least 8 digits, ranks at least 5.
-inline CkptFileKind ckpt_classify_(const char* name, int* step) {
-    const char* prefixes[] = {"DONE_", "model_", "state_"};
-    for (int k = 0; k < 3; k++) {
-        size_t plen = strlen(prefixes[k]);
-        if (strncmp(name, prefixes[k], plen) != 0) continue;
-        long long s;
-        const char* q = name + plen;
-        size_t n = ckpt_parse_digits_(q, &s);
-        if (n == 0 || s > INT32_MAX) return CkptFileKind::None;
-        q += n;
-        if (k == 2) {  // state_: "_<rank>"
-            size_t m = 0;
-            if (*q != '_') return CkptFileKind::None;
-            while (q[1 + m] >= '0' && q[1 + m] <= '9') m++;
-            if (m < 5) return CkptFileKind::None;
-            q += 1 + m;
-        }
-        if (k > 0) {
-            if (strncmp(q, ".bin", 4) != 0) return CkptFileKind::None;
-            q += 4;
-        }
-        *step = (int)s;
-        if (*q == '\0') return k == 0 ? CkptFileKind::Done : CkptFileKind::Other;
-        if (strcmp(q, ".tmp") == 0) return CkptFileKind::Other;
-        return CkptFileKind::None;
-    }
-    return CkptFileKind::None;
-}
-
-struct CkptEntry {
-    bool done = false;
-    std::vector<std::string> files;  // everything except the DONE file
-};
-
-inline std::map<int, CkptEntry> ckpt_scan_(const std::string& dir) {
-    std::map<int, CkptEntry> out;
-    DIR* d = opendir(dir.c_str());
-    if (d == nullptr) return out;
-    while (struct dirent* e = readdir(d)) {
-        int step;
-        CkptFileKind kind = ckpt_classify_(e->d_name, &step);
-        if (kind == CkptFileKind::None) continue;
-        if (kind == CkptFileKind::Done) out[step].done = true;
-        else out[step].files.push_back(dir + "/" + e->d_name);
-    }
-    closedir(d);
-    return out;
-}
-
-inline int ckpt_find_latest(const std::string& dir) {
-    std::map<int, CkptEntry> entries = ckpt_scan_(dir);
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-        if (it->second.done) return it->first;
-    }
-    return -1;
-}
-
-inline std::vector<std::string> ckpt_remove_leftovers(const std::string& dir, int rank) {
-    std::vector<std::string> removed;
-    DIR* d = opendir(dir.c_str());
-    if (d == nullptr) return removed;
-    std::vector<std::string> names;
-    while (struct dirent* e = readdir(d)) names.push_back(e->d_name);
-    closedir(d);
-    std::sort(names.begin(), names.end());
-    for (const std::string& name : names) {
-        int step;
-        const size_t len = name.size();
-        if (len < 4 || name.compare(len - 4, 4, ".tmp") != 0) continue;
-        if (ckpt_classify_(name.c_str(), &step) != CkptFileKind::Other) continue;
-        int owner = 0;  // model_ and DONE_ files are rank 0's
-        if (name.compare(0, 6, "state_") == 0) owner = atoi(name.c_str() + name.find('_', 6) + 1);  // state_<step>_<rank>
-        if (owner != rank) continue;
-        const std::string path = dir + "/" + name;
-        if (unlink(path.c_str()) == 0) removed.push_back(path);
-        else fprintf(stderr, "warning: cannot delete leftover '%s': %s\n", path.c_str(), strerror(errno));
-    }
-    return removed;
-}
-
-// Returns false (with a warning: losing disk space beats stopping a training run) if path remains.
-inline bool ckpt_remove_(const std::string& path) {
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-        fprintf(stderr, "warning: cannot delete old checkpoint file '%s': %s\n", path.c_str(), strerror(errno));
-        return false;
-    }
-    return true;
-}
-
-inline void ckpt_prune(const std::string& dir, int keep_last_n, int never_delete_multiple_of, int current_step) {
-    if (keep_last_n <= 0) return;
-    std::map<int, CkptEntry> entries = ckpt_scan_(dir);
-    int kept_complete = 0;
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-        int step = it->first;
-        const CkptEntry& e = it->second;
-        if (step > current_step) continue;
-        if (e.done && kept_complete < keep_last_n) {
-            kept_complete++;
-            continue;
-        }
-        if (never_delete_multiple_of > 0 && step % never_delete_multiple_of == 0) continue;
-        // DONE first: the step stops being resumable; if it cannot go, the checkpoint stays whole
-        if (e.done && !ckpt_remove_(ckpt_done_path(dir, step))) continue;
-        std::vector<std::string> files = e.files;
-        // state files before the model file, .tmp leftovers in any order
-        std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
-            bool sa = a.find("/state_") != std::string::npos, sb = b.find("/state_") != std::string::npos;
-            return sa != sb ? sa : a < b;
-        });
-        for (const std::string& f : files) ckpt_remove_(f);
-    }
 }

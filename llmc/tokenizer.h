@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "llmc/file_header.h"
 #include "llmc/utils.h"
 
 struct Tokenizer {
@@ -33,12 +34,11 @@ inline bool tokenizer_init(Tokenizer* t, const char* path) {
                         "(dev/data/tinyshakespeare.sh or 'gpt2tok write-bin' writes it)\n", path, strerror(errno));
         return false;
     }
-    uint32_t header[FILE_HEADER_INTS];
-    fread_check(header, sizeof(uint32_t), FILE_HEADER_INTS, fp, path);
-    if (header[0] != 20240328) fatal("'%s' is not a tokenizer file (magic %u, expected 20240328)", path, header[0]);
-    if (header[1] != 1 && header[1] != 2) fatal("'%s' has tokenizer version %u, expected 1 or 2", path, header[1]);
-    t->vocab_size = header[2];
-    t->eot_token = header[1] == 2 ? header[3] : 50256;   // version 1 predates the eot slot
+    int32_t header[FILE_HEADER_INTS];
+    long size = 0;
+    file_header_check(fp, path, TOKENIZER_MAGIC, header, &size);
+    t->vocab_size = (uint32_t)header[2];
+    t->eot_token = header[1] == 2 ? (uint32_t)header[3] : 50256;   // version 1 predates the eot slot
     if (t->vocab_size == 0 || t->vocab_size > (1u << 24) || t->eot_token >= t->vocab_size) {
         fatal("'%s' has a bad header: vocab size %u, end-of-text id %u", path, t->vocab_size, t->eot_token);
     }

@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "llmc/run_state.h"
+#include "llmc/checkpoint.h"
 #include "llmc/utils.h"
 
 // The -e default, as llm.c's (a bf16 GPT-2 124M checkpoint in the working directory).

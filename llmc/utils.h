@@ -38,6 +38,32 @@ struct FatalError {};
 #endif
 }
 
+// The one check of a process rank and process count (-pr, -pn), wherever they arrive; `what` names
+// the caller.
+inline void check_process_rank(const char* what, int rank, int num_processes) {
+    if (num_processes < 1) fatal("%s: the number of processes must be >= 1 (-pn), got %d", what, num_processes);
+    if (rank < 0 || rank >= num_processes) {
+        fatal("%s: process rank %d outside 0..%d (-pr must be below -pn %d)", what, rank, num_processes - 1,
+              num_processes);
+    }
+}
+
+// What a loader (DataLoader, EvalLoader) reads per batch: B rows of T tokens, this process's part of
+// num_processes. loader_shape_set checks the rank and fills it.
+struct LoaderShape {
+    size_t B = 0, T = 0;
+    int process_rank = 0, num_processes = 1;
+};
+
+inline void loader_shape_set(LoaderShape* s, const char* what, size_t B, size_t T, int process_rank,
+                             int num_processes) {
+    check_process_rank(what, process_rank, num_processes);
+    s->B = B;
+    s->T = T;
+    s->process_rank = process_rank;
+    s->num_processes = num_processes;
+}
+
 // ----------------------------------------------------------------------------
 // checked stdio
 

@@ -8,7 +8,7 @@
  * chunks back to back in that order, tensor by tensor, layer by layer, so chunk (i, l) sits at
  * (elements of tensors 0..i-1) / P + l * s. This is llm.c's layout (train_gpt2.cu: gpt2_get_tensor_at_layer,
  * the `local_offset_partial = tensor.offset / num_processes` and `s_stride = shard.size` of gpt2_update,
- * multi_gpu_get_shard_offset in llmc/zero.cuh), so a state file body is interchangeable with llm.c's.
+ * multi_gpu_get_shard_offset in llmc/multi_gpu.cuh), so a state file body is interchangeable with llm.c's.
  * llm.c asserts every slice size divisible by P (multi_gpu_get_shard_offset); zero_shard_problem says
  * which tensor is not, and the trainer refuses such a -z 1 run at start-up.
  *
@@ -76,7 +76,7 @@ inline std::vector<ZeroChunk> zero_shard_chunks(const GPT2Config& cfg, int zero_
     }
     const std::string problem = zero_shard_problem(cfg, num_processes);
     if (!problem.empty()) fatal("ZeRO-1 over %d processes: %s", num_processes, problem.c_str());
-    if (rank < 0 || rank >= num_processes) fatal("zero_shard_chunks: rank %d outside 0..%d", rank, num_processes - 1);
+    check_process_rank("zero_shard_chunks", rank, num_processes);
     const size_t P = (size_t)num_processes, r = (size_t)rank;
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         const int layers = param_tensor_is_per_layer(i) ? cfg.num_layers : 1;

@@ -1,5 +1,5 @@
 /*
- * GPU check of llmc/zero.cuh on 2+ GPUs (one process per GPU): every collective against values known in
+ * GPU check of llmc/multi_gpu.cuh on 2+ GPUs (one process per GPU): every collective against values known in
  * closed form, ordering through the streams (the inputs are written on the compute stream right before
  * each collective, never synchronised by hand), then the bandwidth of a GPT-2 124M-sized gradient reduction.
  *   ZeRO-0 all-reduce: buffer sizes that do not divide by the process count.
@@ -22,7 +22,7 @@
  *   LLMC_NCCL_SINGLE=1 ./zero_check     (one GPU: the NCCL path with P = 1)
  * Flags: -pn -pr -pg -pi -ps -pf as train_gpt2cu, -pp TCP port. Exit code 0 only if every rank passed.
  * All values are small integers (exact in bf16), so every comparison is exact. Gradient reductions are
- * sums over the ranks (zero.cuh: the 1/P of the mean is applied in fp32 by the optimizer), so the
+ * sums over the ranks (multi_gpu.cuh: the 1/P of the mean is applied in fp32 by the optimizer), so the
  * reference is the sum P*(j % 17) + P(P-1)/2, exact for every P; a mean through ncclAvg would not be
  * for P = 3, 5, 6, 7 (bf16(1/P) is rounded).
  */
@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "llmc/global_norm.cuh"
-#include "llmc/zero.cuh"
+#include "llmc/multi_gpu.cuh"
 
 #ifndef MULTI_GPU
 #error "zero_check needs -DMULTI_GPU (and NCCL)"

@@ -37,12 +37,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "llmc/eval_loader.h"  // EVAL_MAGIC, EVAL_VERSION and the example rules the reader applies
+#include "llmc/eval_loader.h"  // the example rules the reader applies
+#include "llmc/file_header.h"  // SHARD_MAGIC, SHARD_VERSION, EVAL_MAGIC, EVAL_VERSION
 #include "llmc/gpt2_bpe.h"
 #include "llmc/utils.h"
-
-constexpr int32_t SHARD_MAGIC = 20240520;
-constexpr int32_t SHARD_VERSION = 1;
 
 // ----------------------------------------------------------------------------
 // shards

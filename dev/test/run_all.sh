@@ -102,7 +102,7 @@ expect_fail trainer-d-negative "flag -d must be a positive number of tokens" "${
 expect_fail trainer-bad-schedule "unknown learning rate schedule 'bogus'" "${tr_ok[@]}" -k bogus
 expect_fail trainer-eval-b3 "-h 1 needs -b to be a multiple of 4" "${tr_ok[@]}" -h 1 -b 3
 expect_fail trainer-output-not-writable "-o: cannot write files in '/proc'" "${tr_ok[@]}" -o /proc
-expect_fail trainer-bad-checkpoint "model_trunc.bin' has 6671222 bytes but its header" "${tr_ok[@]}" -e "$bad/model_trunc.bin"
+expect_fail trainer-bad-checkpoint "model_trunc.bin' is 6671222 bytes but its header says" "${tr_ok[@]}" -e "$bad/model_trunc.bin"
 expect_fail trainer-bad-run-state "state_00000010_00000.bin' is truncated" "${tr_ok[@]}" -y 1 -o "$bad/resume"
 # ZeRO-1 in llm.c's layout needs every tensor of every layer divisible by the process count (dev/test/
 # test_zero_shards.cpp checks the chunk map itself); refused before CUDA, naming the tensor and P
@@ -132,7 +132,7 @@ expect_fail trainer-resume-llmc-windows-differ "saved window order has 7 windows
     "${tr_ok[@]}" -y 1 -o "$bad/llmc_windows"
 expect_fail trainer-bad-eval-file "eval file 'dev/data/hellaswag/hellaswag_val.bin' has bad magic" \
     bash -c 'cd "$1/cwd" && "$2" -e custom:L1,C64,NH1 -b 4 -t 64 -i "$1/good_train_*.bin" -j "$1/good_val_*.bin" -h 1' _ "$bad" "$REPO/train_gpt2cu"
-expect_fail trainer-bad-tokenizer "'gpt2_tokenizer.bin' is not a tokenizer file" \
+expect_fail trainer-bad-tokenizer "tokenizer file 'gpt2_tokenizer.bin' has bad magic" \
     bash -c 'cd "$1/cwd" && "$2" -e custom:L1,C64,NH1 -b 4 -t 64 -i "$1/good_train_*.bin" -j "$1/good_val_*.bin"' _ "$bad" "$REPO/train_gpt2cu"
 expect_fail trainer-resume-removes-tmp "removed '.*state_00000020_00000.bin.tmp', left by an interrupted checkpoint" \
     "${tr_ok[@]}" -y 1 -o "$bad/leftover"

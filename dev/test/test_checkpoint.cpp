@@ -1,10 +1,14 @@
 // Tests for llmc/checkpoint.h: which fp32 blocks a state file's body holds, in which order and of
 // which size, per precision (BF16 / FP32 build), -w and optimizer shard (ZeRO-1); which files a run
 // refuses; and checkpoint_read of a whole checkpoint (model header + state file), including a state
-// file as llm.c's FP32 build writes it (slot 4 = 1, master block, no checksum).
+// file as llm.c's FP32 build writes it (slot 4 = 1, master block, no checksum); the checkpoint
+// directory (paths, creation, DONE, finding the latest, leftovers, pruning).
 #include <gtest/gtest.h>
+#include <dirent.h>
+#include <sys/stat.h>
 
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,6 +16,37 @@
 #include "test_util.h"
 
 namespace {
+
+bool exists(const std::string& p) {
+    struct stat sb;
+    return stat(p.c_str(), &sb) == 0;
+}
+
+void touch(const std::string& p) { write_file(p, ""); }
+
+std::set<std::string> list_dir(const std::string& dir) {
+    std::set<std::string> out;
+    DIR* d = opendir(dir.c_str());
+    while (struct dirent* e = readdir(d)) {
+        if (e->d_name[0] != '.') out.insert(e->d_name);
+    }
+    closedir(d);
+    return out;
+}
+
+// The files of checkpoint `step` in dir: the model, one state file per rank, and DONE if done.
+void make_ckpt(const std::string& dir, int step, bool done, int ranks = 1) {
+    touch(ckpt_model_path(dir, step));
+    for (int r = 0; r < ranks; r++) touch(ckpt_state_path(dir, step, r));
+    if (done) ckpt_write_done(dir, step);
+}
+
+// Replaces a file by a non-empty directory, which unlink() cannot remove.
+void make_undeletable(const std::string& path) {
+    unlink(path.c_str());
+    mkdir(path.c_str(), 0755);
+    touch(path + "/x");
+}
 
 using Blocks = std::vector<StateBlock>;
 const Blocks kMV = {StateBlock::adamw_m, StateBlock::adamw_v};
@@ -237,3 +272,119 @@ TEST(CheckpointRead, LlmcFp32StateFile) {
 }
 
 }  // namespace
+
+// ----------------------------------------------------------------------------
+// the checkpoint directory
+
+TEST(Checkpoint, PathsAndDirCreation) {
+    TempDir dir("test_checkpoint");
+    EXPECT_EQ(ckpt_model_path("out", 5000), "out/model_00005000.bin");
+    EXPECT_EQ(ckpt_state_path("out", 5000, 3), "out/state_00005000_00003.bin");
+    EXPECT_EQ(ckpt_done_path("out", 5000), "out/DONE_00005000");
+    std::string nested = dir.path + "/a/b/c";
+    ckpt_make_dir(nested);
+    ckpt_make_dir(nested);  // existing is fine
+    EXPECT_TRUE(exists(nested));
+    touch(dir.path + "/file");
+    EXPECT_EXIT(ckpt_make_dir(dir.path + "/file/x"), ::testing::ExitedWithCode(1), "-o: cannot create directory");
+}
+
+TEST(Checkpoint, FindLatestIgnoresStepsWithoutDone) {
+    TempDir dir("test_checkpoint");
+    EXPECT_EQ(ckpt_find_latest(dir.path), -1);
+    EXPECT_EQ(ckpt_find_latest(dir.path + "/missing"), -1);
+    for (int step : {100, 200, 300}) make_ckpt(dir.path, step, false);
+    ckpt_write_done(dir.path, 100);
+    ckpt_write_done(dir.path, 200);
+    touch(dir.path + "/DONE_00000400.tmp");  // a marker that never got renamed
+    touch(dir.path + "/DONE_0000050");       // not a DONE name (7 digits)
+    touch(dir.path + "/DONE_00000600x");
+    EXPECT_EQ(ckpt_find_latest(dir.path), 200);  // 300 has no DONE
+    ckpt_write_done(dir.path, 300);
+    EXPECT_EQ(ckpt_find_latest(dir.path), 300);
+    ckpt_write_done(dir.path, 123456789);  // more than 8 digits still parses
+    EXPECT_EQ(ckpt_find_latest(dir.path), 123456789);
+}
+
+TEST(Checkpoint, PruneKeepsLastNAndMultiplesDeletesDoneFirst) {
+    TempDir dir("test_checkpoint");
+    for (int step = 100; step <= 800; step += 100) make_ckpt(dir.path, step, true, 2);
+    make_ckpt(dir.path, 250, false, 2);                     // crashed half-written checkpoint
+    touch(ckpt_model_path(dir.path, 350) + ".tmp");         // leftover temp file
+    make_ckpt(dir.path, 900, false, 2);                     // beyond current_step: left alone
+    touch(dir.path + "/main.log");
+
+    ckpt_prune(dir.path, 0, 0, 800);  // -nk 0: off
+    EXPECT_TRUE(exists(ckpt_model_path(dir.path, 100)));
+
+    ckpt_prune(dir.path, 3, 400, 800);
+    std::set<std::string> expect = {"main.log"};
+    for (int step : {400, 600, 700, 800}) {  // last 3 + multiples of 400
+        expect.insert(ckpt_model_path("", step).substr(1));
+        expect.insert(ckpt_done_path("", step).substr(1));
+        for (int r = 0; r < 2; r++) expect.insert(ckpt_state_path("", step, r).substr(1));
+    }
+    expect.insert(ckpt_model_path("", 900).substr(1));
+    for (int r = 0; r < 2; r++) expect.insert(ckpt_state_path("", 900, r).substr(1));
+    EXPECT_EQ(list_dir(dir.path), expect);
+    EXPECT_EQ(ckpt_find_latest(dir.path), 800);
+
+    // a later step: 600 drops out of the last 3, 400 stays forever
+    make_ckpt(dir.path, 1000, true, 2);
+    ckpt_prune(dir.path, 3, 400, 1000);
+    EXPECT_FALSE(exists(ckpt_model_path(dir.path, 600)));
+    EXPECT_TRUE(exists(ckpt_done_path(dir.path, 400)));
+    EXPECT_TRUE(exists(ckpt_done_path(dir.path, 700)));
+    EXPECT_FALSE(exists(ckpt_model_path(dir.path, 900)));  // incomplete and now older than current
+}
+
+TEST(Checkpoint, PruneKeepsTheWholeCheckpointIfDoneCannotBeDeleted) {
+    TempDir dir("test_checkpoint");
+    for (int step : {100, 200}) make_ckpt(dir.path, step, true);
+    make_undeletable(ckpt_done_path(dir.path, 100));  // step 100's DONE cannot be deleted
+    ckpt_prune(dir.path, 1, 0, 200);
+    EXPECT_TRUE(exists(ckpt_model_path(dir.path, 100)));
+    EXPECT_TRUE(exists(ckpt_state_path(dir.path, 100, 0)));
+}
+
+TEST(Checkpoint, PruneNeverLeavesAResumableHalfDeletedCheckpoint) {
+    // If deletion stops part way (e.g. the state files cannot be removed), DONE is already gone, so
+    // find_latest never returns that step.
+    TempDir dir("test_checkpoint");
+    for (int step : {100, 200}) make_ckpt(dir.path, step, true);
+    make_undeletable(ckpt_state_path(dir.path, 100, 0));  // step 100's state file cannot be deleted
+    ckpt_prune(dir.path, 1, 0, 200);
+    EXPECT_FALSE(exists(ckpt_done_path(dir.path, 100)));
+    EXPECT_TRUE(exists(ckpt_state_path(dir.path, 100, 0)));
+    EXPECT_EQ(ckpt_find_latest(dir.path), 200);
+}
+
+// Issue 21 point 7: resume deletes what an interrupted checkpoint left, each rank its own files.
+TEST(Checkpoint, RemoveLeftoversDeletesOnlyTmpFilesOfCheckpoints) {
+    TempDir dir("test_checkpoint");
+    const std::string d = dir.path;
+    for (const char* name : {"model_00000040.bin", "state_00000040_00000.bin", "state_00000040_00001.bin", "DONE_00000040",
+                             "model_00000060.bin.tmp", "state_00000060_00000.bin.tmp", "state_00000060_00001.bin.tmp",
+                             "DONE_00000060.tmp", "main.log", "notes.tmp", "model_x.bin.tmp"}) {
+        touch(d + "/" + name);
+    }
+    std::vector<std::string> r1 = ckpt_remove_leftovers(d, 1);
+    ASSERT_EQ(r1.size(), 1u);
+    EXPECT_EQ(r1[0], d + "/state_00000060_00001.bin.tmp");
+    std::vector<std::string> r0 = ckpt_remove_leftovers(d, 0);
+    EXPECT_EQ(r0, (std::vector<std::string>{d + "/DONE_00000060.tmp", d + "/model_00000060.bin.tmp",
+                                            d + "/state_00000060_00000.bin.tmp"}));
+    EXPECT_EQ(list_dir(d), (std::set<std::string>{"model_00000040.bin", "state_00000040_00000.bin",
+                                                  "state_00000040_00001.bin", "DONE_00000040", "main.log",
+                                                  "notes.tmp", "model_x.bin.tmp"}));
+    EXPECT_EQ(ckpt_find_latest(d), 40);
+}
+
+// Issue 21 point 1: an output folder that exists but takes no files is found at start-up.
+TEST(Checkpoint, CheckWritableRefusesAFolderThatTakesNoFiles) {
+    TempDir dir("test_checkpoint");
+    ckpt_check_writable(dir.path);  // fine, and leaves nothing behind
+    EXPECT_TRUE(list_dir(dir.path).empty());
+    // /proc exists and is a directory, but no one (root included) can create files in it
+    EXPECT_EXIT(ckpt_check_writable("/proc"), ::testing::ExitedWithCode(1), "-o: cannot write files in '/proc'");
+}

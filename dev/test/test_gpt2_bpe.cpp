@@ -296,8 +296,8 @@ TEST(TokenizerBin, MissingFileWarnsAndBadFilesFail) {
     bad_version[4] = 7;
     std::string p1 = write("magic.bin", bad_magic), p2 = write("version.bin", bad_version);
     std::string p3 = write("short.bin", raw.substr(0, raw.size() - 5)), p4 = write("long.bin", raw + "x");
-    EXPECT_EXIT(tokenizer_init(&tok, p1.c_str()), testing::ExitedWithCode(1), "magic.bin' is not a tokenizer file");
-    EXPECT_EXIT(tokenizer_init(&tok, p2.c_str()), testing::ExitedWithCode(1), "version.bin' has tokenizer version 7");
+    EXPECT_EXIT(tokenizer_init(&tok, p1.c_str()), testing::ExitedWithCode(1), "magic.bin' has bad magic");
+    EXPECT_EXIT(tokenizer_init(&tok, p2.c_str()), testing::ExitedWithCode(1), "version.bin' has version 7");
     EXPECT_EXIT(tokenizer_init(&tok, p3.c_str()), testing::ExitedWithCode(1), "short.bin' is truncated");
     EXPECT_EXIT(tokenizer_init(&tok, p4.c_str()), testing::ExitedWithCode(1), "long.bin' has bytes after");
 }

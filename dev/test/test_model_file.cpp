@@ -232,8 +232,8 @@ TEST(ModelFileValidation, RejectsBadFiles) {
     std::vector<char> good = tiny_v3_bytes(dir);
     struct Case { const char* name; std::vector<char> bytes; const char* expect; };
     std::vector<Case> cases;
-    cases.push_back({"empty.bin", {}, "shorter than the 1024-byte header"});
-    cases.push_back({"short_header.bin", std::vector<char>(good.begin(), good.begin() + 500), "shorter than"});
+    cases.push_back({"empty.bin", {}, "is too small to hold a header \\(0 bytes, need 1024\\)"});
+    cases.push_back({"short_header.bin", std::vector<char>(good.begin(), good.begin() + 500), "too small to hold a header"});
     auto damaged = [&](const char* name, auto edit, const char* expect) {
         std::vector<char> b = good;
         edit(b);
@@ -241,14 +241,14 @@ TEST(ModelFileValidation, RejectsBadFiles) {
     };
     damaged("magic.bin", [](std::vector<char>& b) { header_of(b)[0] = 12345; }, "magic 12345");
     damaged("shard.bin", [](std::vector<char>& b) { header_of(b)[0] = 20240520; }, "a token shard");
-    damaged("version.bin", [](std::vector<char>& b) { header_of(b)[1] = 4; }, "unsupported model file version 4");
+    damaged("version.bin", [](std::vector<char>& b) { header_of(b)[1] = 4; }, "has version 4, expected 3 \\(fp32\\) or 5 \\(bf16\\)");
     damaged("v5_but_fp32_body.bin", [](std::vector<char>& b) { header_of(b)[1] = 5; }, "trailing bytes");
     damaged("truncated.bin", [](std::vector<char>& b) { b.resize(b.size() - 2); }, "truncated");
     damaged("trailing.bin", [](std::vector<char>& b) { b.resize(b.size() + 4); }, "trailing bytes");
     damaged("layers.bin", [](std::vector<char>& b) { header_of(b)[4] = 0; }, "implausible");
     damaged("heads.bin", [](std::vector<char>& b) { header_of(b)[5] = 3; }, "not divisible by num_heads");
     damaged("vocab.bin", [](std::vector<char>& b) { header_of(b)[7] = 49; }, "padded_vocab_size < vocab_size");
-    damaged("size_fields.bin", [](std::vector<char>& b) { header_of(b)[6] = 16; }, "implies");
+    damaged("size_fields.bin", [](std::vector<char>& b) { header_of(b)[6] = 16; }, "but its header says v3, L=");
     for (const Case& c : cases) {
         std::string path = dir.file(c.name);
         write_file(path, c.bytes);
@@ -497,11 +497,11 @@ TEST(DebugStateValidation, RejectsBadFiles) {
     expect_dies("magic.bin", b, kTiny, "a model checkpoint");
     b = good;
     header_of(b)[1] = 4;
-    expect_dies("version.bin", b, kTiny, "unsupported debug state version 4");
+    expect_dies("version.bin", b, kTiny, "has version 4, expected 2 \\(llm.c\\) or 3");
     b = good;
     b.resize(b.size() - 4);
     expect_dies("truncated.bin", b, kTiny, "truncated");
-    expect_dies("short.bin", std::vector<char>(good.begin(), good.begin() + 100), kTiny, "shorter than");
+    expect_dies("short.bin", std::vector<char>(good.begin(), good.begin() + 100), kTiny, "too small to hold a header");
     b = good;
     header_of(b)[3] = kTiny.max_seq_len + 1;
     expect_dies("long_T.bin", b, kTiny, "bad batch shape");

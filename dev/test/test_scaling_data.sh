@@ -92,7 +92,7 @@ rpids=$(trainer_pids $mpi)
 # a renamed trainer binary (the stop check once ran a copy named bin_nccl): found only when named
 [ -z "$(LLMC_TRAINER_NAME=bin_nccl trainer_pids $mpi)" ] && ok "trainer_pids: another name does not match train_gpt2cu" ||
     bad "LLMC_TRAINER_NAME=bin_nccl matched train_gpt2cu"
-grep -qE 'run_forwarding_term.*"\$D/bin_[a-z$]+" ' scripts/multi_gpu_stop_check.sh scripts/multi_gpu_scaling.sh &&
+grep -qE 'run_forwarding_term.*"\$D/bin_[a-z$]+" ' dev/test/gpu/multi_gpu_stop_check.sh scripts/multi_gpu_scaling.sh &&
     bad "a GPU check starts a trainer copy not named train_gpt2cu under run_forwarding_term" ||
     ok "the GPU checks run their trainer copies under the name train_gpt2cu"
 alive() {  # processes among the pids that still run (a zombie is dead: a container's init may not reap it)

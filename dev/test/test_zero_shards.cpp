@@ -1,6 +1,6 @@
 // llmc/zero_shards.h: the ZeRO-1 chunk map against an independent re-statement of llm.c's layout
 // (train_gpt2.cu: gpt2_get_tensor_at_layer, gpt2_update's local_offset_full / local_offset_partial and
-// its num_slices strides; llmc/zero.cuh: multi_gpu_get_shard_offset), for the four GPT-2 shapes at
+// its num_slices strides; llmc/multi_gpu.cuh: multi_gpu_get_shard_offset), for the four GPT-2 shapes at
 // P = 1, 2, 4, 8: every parameter owned by exactly one rank, m/v/master packed as llm.c packs them.
 #include <gtest/gtest.h>
 

@@ -6,9 +6,9 @@
 # Passes when steps 41-60 of B's resumed run print exactly the losses and norms of A, and C leaves a
 # complete checkpoint. The data is shuffled (the default, llm.c's shuffle), so the data loader's orders and
 # MT19937 state go through the state file too.
-# Usage: scripts/resume_test.sh [extra trainer flags]
+# Usage: dev/test/gpu/resume_test.sh [extra trainer flags]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 D=${RESUME_DIR:-build/resume_test}
 rm -rf "$D"; mkdir -p "$D"
 make -j"$(nproc)" train_gpt2cu > "$D/build.log" 2>&1 || { tail -20 "$D/build.log"; exit 1; }

@@ -1,11 +1,14 @@
 /*
- * Multi-GPU data parallelism, one process per GPU, through NCCL: start-up (mpi / tcp / fs), gradient
- * reduction overlapped with backward on a second stream, ZeRO-1 sharding, and small host-side
- * collectives. Without MULTI_GPU the same API is a single-process stub (every collective a no-op),
- * so the trainer needs no #ifdefs. A build with NCCL creates a communicator only when there is more
- * than one process, or when LLMC_NCCL_SINGLE=1 asks for the full NCCL path with one process (to test
- * the start-up and the collectives on one GPU; every collective is then an identity through NCCL).
- * So single-GPU runs do not depend on NCCL, MPI or the network.
+ * Multi-GPU data parallelism, one process per GPU, through NCCL: start-up (mpi / tcp / fs), the
+ * process group (MultiGpuConfig), gradient reduction overlapped with backward on a second stream,
+ * ZeRO-1 reduce-scatter / all-gather over the shards of llmc/zero_shards.h, and small host-side
+ * collectives.
+ *
+ * Without MULTI_GPU the same API is a single-process stub (every collective a no-op), so the trainer
+ * needs no #ifdefs, and single-GPU runs do not depend on NCCL, MPI or the network. A build with NCCL
+ * creates a communicator only when there is more than one process, or when LLMC_NCCL_SINGLE=1 asks
+ * for the full NCCL path with one process (to test the start-up and the collectives on one GPU; every
+ * collective is then an identity through NCCL).
  *
  * Start-up, multi_gpu_config_init(num_processes -pn, process_rank -pr, gpus_per_node -pg,
  *                                 init_method -pi, server_ip -ps, port, fs_path -pf, zero_stage -z):
@@ -17,7 +20,9 @@
  *   "tcp"/"fs": rank and size from -pr/-pn; local GPU = rank % gpus_per_node (ranks numbered node by
  *          node, as srun's default block distribution does). The id goes through
  *          llmc/nccl_id_exchange.h (port default NCCL_ID_DEFAULT_PORT; the run tag, which keeps jobs
- *          apart in both the tcp hello and the fs file names, from the environment, e.g. $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
+ *          apart in both the tcp hello and the fs file names, from the environment, e.g.
+ *          $SLURM_JOB_ID). Timeout MULTI_GPU_ID_TIMEOUT_S, or $LLMC_NCCL_ID_TIMEOUT_S.
+ *   The flags are checked first by multi_gpu_check_args (the trainer calls it too, while parsing them).
  *   Every rank checks that its GPU exists before the id exchange (a rank failing after it would leave
  *   the others waiting). Then cudaSetDevice(local) and a non-blocking ncclCommInitRankConfig polled
  *   with ncclCommGetAsyncError for at most MULTI_GPU_INIT_TIMEOUT_S ($LLMC_NCCL_INIT_TIMEOUT_S): past
@@ -102,19 +107,17 @@ enum class MultiGpuOp { sum };  // no average: see multi_gpu_async_reduce
 // What turns a gradient summed over the ranks into their mean; applied in fp32.
 inline float multi_gpu_mean_scale(const MultiGpuConfig* cfg) { return 1.0f / (float)cfg->num_processes; }
 
-// Checks shared by both builds; every message names the flag.
-inline void multi_gpu_check_args_(int num_processes, int process_rank, int gpus_per_node, const char* init_method,
-                                  int zero_stage) {
+// The checks of the start-up flags, shared by both builds (and called by the trainer's flag parsing,
+// before any CUDA call); every message names the flag.
+inline void multi_gpu_check_args(int num_processes, int process_rank, int gpus_per_node, const char* init_method,
+                                 int zero_stage) {
     if (init_method == nullptr ||
         (strcmp(init_method, "mpi") != 0 && strcmp(init_method, "tcp") != 0 && strcmp(init_method, "fs") != 0)) {
         fatal("-pi must be mpi, tcp or fs, got '%s'", init_method ? init_method : "(null)");
     }
     if (zero_stage != 0 && zero_stage != 1) fatal("-z %d: only ZeRO stages 0 and 1 are implemented", zero_stage);
     if (gpus_per_node < 1) fatal("-pg must be >= 1, got %d", gpus_per_node);
-    if (num_processes < 1) fatal("-pn must be >= 1, got %d", num_processes);
-    if (process_rank < 0 || process_rank >= num_processes) {
-        fatal("-pr %d is outside 0..%d (-pn %d)", process_rank, num_processes - 1, num_processes);
-    }
+    check_process_rank("-pn/-pr", process_rank, num_processes);
 }
 
 // The NCCL in-place rules of the ZeRO-1 collectives: each chunk is this rank's 1/P of its slice.
@@ -133,7 +136,7 @@ inline double wall_seconds_() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Test hook (scripts/multi_gpu_stop_check.sh): a kernel that never ends, queued on `stream`, so that the
+// Test hook (dev/test/gpu/multi_gpu_stop_check.sh): a kernel that never ends, queued on `stream`, so that the
 // next wait on it (or a collective queued behind it) blocks like one whose peer died.
 __global__ void multi_gpu_hang_kernel_(const volatile int* never_set) {
     while (*never_set == 0) __nanosleep(1000000);
@@ -267,7 +270,7 @@ inline ncclComm_t multi_gpu_comm_init_(int num_processes, const ncclUniqueId& id
 inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank, int gpus_per_node,
                                             const char* init_method, const char* server_ip, int port,
                                             const char* fs_path, int zero_stage) {
-    multi_gpu_check_args_(num_processes, process_rank, gpus_per_node, init_method, zero_stage);
+    multi_gpu_check_args(num_processes, process_rank, gpus_per_node, init_method, zero_stage);
     static_assert(sizeof(ncclUniqueId) == NCCL_ID_BYTES, "llmc/nccl_id_exchange.h assumes a 128-byte id");
     // Before NCCL reads its environment (ncclGetUniqueId already does): no NVLS / multicast.
     const char* nvls = getenv("NCCL_NVLS_ENABLE");
@@ -487,7 +490,7 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
     (void)server_ip;
     (void)port;
     (void)fs_path;
-    multi_gpu_check_args_(num_processes, process_rank, gpus_per_node, init_method, zero_stage);
+    multi_gpu_check_args(num_processes, process_rank, gpus_per_node, init_method, zero_stage);
     int launched = multi_gpu_launcher_size_();
     if (num_processes > 1 || launched > 1) {
         fatal("this build has no NCCL (NO_MULTI_GPU=1) and runs one process, but %s %d: rebuild with NCCL",

@@ -7,11 +7,11 @@
 #   3. LLMC_TEST_HANG_AT_STEP=5 -wt 20: the step's vote blocks; the watchdog aborts the communicator and
 #      the run exits 1 within 60 s with "watchdog: step 5: the loss / stop vote (ncclAllReduce)"
 #   4. the same in the NO_MULTI_GPU=1 build (no NCCL: the wait is the gradient norm's stream sync)
-# Usage: scripts/multi_gpu_stop_check.sh   (STOP_DIR: logs)
+# Usage: dev/test/gpu/multi_gpu_stop_check.sh   (STOP_DIR: logs)
 set -uo pipefail
-source "$(dirname "$0")/mpi_launch.sh"
+source "$(dirname "$0")/../../../scripts/mpi_launch.sh"
 term_trappable_or_reexec "$0" "$@"
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 mpirun_cmd
 export NCCL_NVLS_ENABLE=0
 D=${STOP_DIR:-build/multi_gpu_stop_check}

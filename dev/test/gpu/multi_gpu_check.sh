@@ -6,7 +6,7 @@
 #     NO_MULTI_GPU=1 build and end in a bitwise identical checkpoint;
 #   - start-up works through MPI (mpirun -np 1), TCP and a shared directory.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0
 D=${MGPU_DIR:-build/multi_gpu_check}
 rm -rf "$D"; mkdir -p "$D"
