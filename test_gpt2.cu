@@ -113,16 +113,21 @@ static MultiGpuConfig single_process() {
     mp.num_processes = 1;
     return mp;
 }
-static MultiGpuConfig g_single = single_process();
 
-// Every model of the test shares the one GpuContext of main: its stream, cuBLASLt/cuDNN plans and caches.
-static void make_model(GPT2* model, GpuContext* ctx, const char* path, int recompute, int B, int T,
+// The GPU and process state every model of the test shares (made in main): the one GpuContext (its
+// stream, cuBLASLt/cuDNN plans and caches) and a single-process group.
+struct TestEnv {
+    GpuContext* ctx;
+    MultiGpuConfig* mp;
+};
+
+static void make_model(GPT2* model, const TestEnv& env, const char* path, int recompute, int B, int T,
                        int gelu_fusion = 0) {
     const ModelFileInfo info = model_file_read_header(path);
     GPT2Options opt;
     opt.recompute = recompute;
     opt.gelu_fusion = gelu_fusion;
-    gpt2_allocate_state(model, info.cfg, opt, &g_single, ctx);
+    gpt2_allocate_state(model, info.cfg, opt, env.mp, env.ctx);
     gpt2_load_params(model, path, info);
     gpt2_allocate_activations(model, B, T);
 }
@@ -183,13 +188,15 @@ int main(int argc, char** argv) {
     ctx_opt.allow_tf32 = false;  // the FP32 comparison is against full fp32
     GpuContext ctx;  // every model below runs on it (make_model)
     gpu_context_init(&ctx, ctx_opt);
+    MultiGpuConfig single = single_process();
+    const TestEnv env{&ctx, &single};
 
     Checker chk;
     chk.ds = &ds;
 
     // 1. logits and loss -------------------------------------------------------------------
     GPT2 model;
-    make_model(&model, &ctx, model_path, 1, B, T);
+    make_model(&model, env, model_path, 1, B, T);
     gpt2_zero_losses(&model);
     gpt2_forward(&model, ds.x.data(), ds.y.data(), B, T, false);
     {
@@ -231,7 +238,7 @@ int main(int argc, char** argv) {
             }
             continue;
         }
-        make_model(&m, &ctx, model_path, r, B, T);
+        make_model(&m, env, model_path, r, B, T);
         gpt2_zero_grad(&m);
         gpt2_forward(&m, ds.x.data(), ds.y.data(), B, T, true);
         gpt2_backward(&m, B, T);
@@ -246,7 +253,7 @@ int main(int argc, char** argv) {
     // different rounding path, so it is checked against the reference rather than bitwise.
     {
         GPT2 m;
-        make_model(&m, &ctx, model_path, 0, B, T, 2);
+        make_model(&m, env, model_path, 0, B, T, 2);
         gpt2_zero_grad(&m);
         gpt2_forward(&m, ds.x.data(), ds.y.data(), B, T, true);
         gpt2_backward(&m, B, T);
@@ -321,7 +328,7 @@ int main(int argc, char** argv) {
     for (int t = 0; t < N; t++) cont[t] = train_step_on_batch(&model, lr, K + t + 1);
 
     GPT2 re;
-    make_model(&re, &ctx, model_path, 1, B, T);
+    make_model(&re, env, model_path, 1, B, T);
     DebugStep resumed_step_on_batch(ds);
     {
         CheckpointRead ck;

@@ -92,7 +92,7 @@ CUDNN_NVCC_FLAGS = $(filter-out -O3,$(NVCC_FLAGS)) -O1 -DCUDNN_FRONTEND_SKIP_JSO
     $(if $(CUDNN_HOME),-isystem $(CUDNN_HOME)/include)
 CUDNN_OBJ := $(BUILD_DIR)/cudnn_att.o
 
-$(CUDNN_OBJ): llmc/cudnn_att.cpp llmc/cudnn_att.h llmc/cuda_common.h llmc/utils.h
+$(CUDNN_OBJ): llmc/cudnn_att.cpp llmc/cudnn_att.h llmc/autotune.h llmc/cuda_common.h llmc/utils.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDNN_NVCC_FLAGS) -x cu -c $< -o $@
 

@@ -72,6 +72,8 @@ expect_fail build-bad-precision "PRECISION must be BF16 or FP32" make train_gpt2
 expect_fail build-mpi-without-nccl "needs NCCL" make train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=0
 if [ -f dev/cuda/Makefile ]; then
     run build-dev-cuda make -C dev/cuda -j2 all
+    # the cuDNN labs link the root build's cudnn_att.o (the BF16 cuDNN builds above made it)
+    run build-dev-cuda-cudnn make -C dev/cuda -j2 all USE_CUDNN=1
 fi
 
 echo "== trainer without a GPU: clear message, exit 1"
