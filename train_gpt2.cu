@@ -238,6 +238,7 @@ static TrainConfig parse_args(int argc, char** argv) {
     if (c.final_lr_frac < 0.0f || c.final_lr_frac > 1.0f) fatal("flag -q must be in [0, 1], got %g", c.final_lr_frac);
     if (c.resume && c.output_dir.empty()) fatal("-y 1 needs -o <dir> to find checkpoints in");
     if (c.checkpoint_every > 0 && c.output_dir.empty()) fatal("-n %d needs -o <dir> to write checkpoints to", c.checkpoint_every);
+    require_range("-pn", c.num_processes, 1, 1 << 16);  // state files name ranks with 5 digits
     // -pi, -pn, -pr, -pg, -z: the start-up's own checks (llmc/multi_gpu.cuh), here before any CUDA call
     multi_gpu_check_args(c.num_processes, c.process_rank, c.gpus_per_node, c.init_method.c_str(), c.zero_stage);
     return c;

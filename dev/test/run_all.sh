@@ -110,6 +110,7 @@ expect_fail trainer-bad-run-state "state_00000010_00000.bin' is truncated" "${tr
 # test_zero_shards.cpp checks the chunk map itself); refused before CUDA, naming the tensor and P
 expect_fail trainer-zero1-indivisible "-z 1 with 3 processes .*tensor wpe has 65536 elements, not divisible by the 3 processes" \
     "${tr_ok[@]}" -z 1 -pi tcp -pn 3 -pr 0 -ps 127.0.0.1
+expect_fail trainer-pn-too-large "flag -pn must be in \\[1, 65536\\], got 70000" "${tr_ok[@]}" -pi tcp -pn 70000 -pr 0 -ps 127.0.0.1
 expect_fail trainer-zero1-divisible-reaches-gpu "no CUDA GPU found" "${tr_ok[@]}" -z 1 -pi tcp -pn 4 -pr 1 -ps 127.0.0.1 -d 1024
 expect_fail trainer-overfit-shuffle "-a 1 .* cannot shuffle" "${tr_ok[@]}" -a 1 -sh 1
 expect_fail trainer-overfit-unshuffled "no CUDA GPU found" "${tr_ok[@]}" -a 1  # -a 1 turns the default shuffle off
