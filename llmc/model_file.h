@@ -66,6 +66,10 @@ enum ParamTensor : int {
 static_assert(PARAM_LNFB + 1 == NUM_PARAMETER_TENSORS, "one enum value per parameter tensor");
 constexpr int PARAM_FIRST_LAYER_TENSOR = PARAM_LN1W;
 constexpr int NUM_LAYER_TENSORS = PARAM_FCPROJB - PARAM_LN1W + 1;  // 12 per transformer block
+// Tensor i is one of the NUM_LAYER_TENSORS stacked over layers, (L, ...).
+constexpr bool param_tensor_is_per_layer(int i) {
+    return i >= PARAM_FIRST_LAYER_TENSOR && i < PARAM_FIRST_LAYER_TENSOR + NUM_LAYER_TENSORS;
+}
 
 // Names in checkpoint order; shapes beside them.
 inline constexpr const char* PARAMETER_TENSOR_NAMES[NUM_PARAMETER_TENSORS] = {

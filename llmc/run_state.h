@@ -26,7 +26,7 @@
  * llm.c's load_state reads only its slots and the bytes up to the end of its shuffle section and
  * ignores the rest, so it reads our files; we read its files (slot 6 = 0 and none of our other
  * slots), with a warning that nothing in them could be verified. Slot 6 = 0 beside any of our other
- * slots (7, 8, 34-35, 40-43) is refused: someone switched the checksum off. Restoring the loader
+ * slots (7, 8, 9, 34-35, 40-43) is refused: someone switched the checksum off. Restoring the loader
  * refuses a file whose shuffle setting, shard count or window count differs from this run's.
  *
  * API

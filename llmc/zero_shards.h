@@ -42,9 +42,6 @@ struct ZeroChunk {
     size_t shard_offset;  // first element of this chunk in the process's m, v and master buffers
 };
 
-// The 12 tensors stacked over layers (L, ...): ln1w .. fcprojb.
-inline bool param_tensor_is_per_layer(int i) { return i >= 2 && i <= 13; }
-
 inline std::string zero_shard_problem(const GPT2Config& cfg, int num_processes) {
     if (num_processes < 1) return "process count " + std::to_string(num_processes) + " < 1";
     size_t sizes[NUM_PARAMETER_TENSORS];
