@@ -678,7 +678,7 @@ static void print_run_table(Trainer& tr, const GPT2Config& mc, const cudaDeviceP
     row_s("attention", "cuDNN flash attention");
     row_s("cuDNN", cudnn_version_string());
 #else
-    row_s("attention", "llmc/attention.cuh");
+    row_s("attention", std::string("llmc/attention.cuh, ") + attention_engine_name());
 #endif
     printf("+-----------------------+----------------------------------------------------+\n");
     row_s("device", props.name);

@@ -277,6 +277,7 @@ int main() {
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
     printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+    printf("attention kernels: %s\n", attention_engine_name());
 
     const Shape shapes[] = {{1, 64, 1}, {2, 128, 2}, {4, 256, 4}, {3, 200, 2}, {8, 1024, 12}, {2, 2048, 16}};
     int failed = 0;
@@ -284,7 +285,8 @@ int main() {
 
     std::vector<Timing> rows;
     time_shape({8, 1024, 12}, rows);
-    time_shape({64, 1024, 12}, rows);
+    time_shape({64, 1024, 12}, rows);  // the d12 step at B=64
+    time_shape({8, 1024, 25}, rows);   // the d48 (GPT-2 1.5B) step at B=8
 
     printf("\ncorrectness: %d of %zu shapes failed\n", failed, sizeof(shapes) / sizeof(shapes[0]));
     printf("%-18s %-15s %9s %9s %12s %12s\n", "shape (B,T,NH)", "path", "fwd ms", "bwd ms", "fwd TFLOP/s",

@@ -46,7 +46,7 @@ static floatX* upload(const std::vector<floatX>& h) {
 struct AttentionBuffers {
     floatX *out = nullptr, *dinp = nullptr;
     float *lse = nullptr, *scratch = nullptr;
-    size_t n_out = 0, n_dinp = 0, n_lse = 0;
+    size_t n_out = 0, n_dinp = 0, n_lse = 0, n_scratch = 0;
 
     explicit AttentionBuffers(const Shape& s) {
         n_out = (size_t)s.B * s.T * s.NH * ATT_HS;
@@ -55,7 +55,8 @@ struct AttentionBuffers {
         cudaCheck(cudaMalloc(&out, n_out * sizeof(floatX)));
         cudaCheck(cudaMalloc(&dinp, n_dinp * sizeof(floatX)));
         cudaCheck(cudaMalloc(&lse, n_lse * sizeof(float)));
-        cudaCheck(cudaMalloc(&scratch, n_lse * sizeof(float)));
+        n_scratch = attention_backward_scratch_floats(s.B, s.T, s.NH);
+        cudaCheck(cudaMalloc(&scratch, n_scratch * sizeof(float)));
         poison();
     }
     AttentionBuffers(const AttentionBuffers&) = delete;
@@ -64,7 +65,7 @@ struct AttentionBuffers {
         cudaCheck(cudaMemset(out, 0xFF, n_out * sizeof(floatX)));
         cudaCheck(cudaMemset(dinp, 0xFF, n_dinp * sizeof(floatX)));
         cudaCheck(cudaMemset(lse, 0xFF, n_lse * sizeof(float)));
-        cudaCheck(cudaMemset(scratch, 0xFF, n_lse * sizeof(float)));
+        cudaCheck(cudaMemset(scratch, 0xFF, n_scratch * sizeof(float)));
     }
     ~AttentionBuffers() {
         cudaFreeCheck(&out);
