@@ -875,69 +875,43 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_tc_kerne
                    ATT_SCALE, sk[0], warp * 16);
 }
 
-// Fused backward (sm_90a builds): dK, dV and dQ in one kernel, no recomputation. One block per key
-// tile kt, as attention_backward_dkv_tc_kernel, plus per query tile i the product dQ_i += dS K: dS^T
-// (registers, rows = keys) goes to shared memory as bf16 and is read back as the MN-major A operand
-// of a wgmma whose B is this block's K tile. The blocks kt = i, i-1, ..., 0 all add to dQ_i, through
-// an fp32 accumulator in scratch memory, in that fixed order (a counter per (b, h, i) says how many
-// have added; each block waits for its turn): the sums are the same on every run, bitwise.
-//   kt == i (the first, the diagonal tile): stores its part (no zeroing of the accumulator needed);
-//   0 < kt < i: adds its part (red.global.add);
-//   kt == 0 (the last): reads the sum, adds its part, writes dQ (bf16, times the softmax scale).
-// Blocks are numbered so that kt = nq-1 starts first: a block only waits for blocks that were
-// scheduled before it, so the wait always ends. Steady state: block kt+1 is one step ahead of block
-// kt (it started at the same time with tile kt+1), so the waits are short.
-// Scratch (attention_backward_scratch_floats): D (B*NH*T), the counters (B*NH*nq), the accumulator
-// (B*NH*nq*64*64 fp32, rows padded to whole tiles).
-constexpr int ATT_FUSED_SMEM = 7 * ATT_TC_TILE_BYTES + 4 * ATT_TC_TILE * (int)sizeof(float) + 1024;  // + alignment
+// Backward of sm_90a builds (wgmma): the same two kernels as above, dK/dV per key tile and dQ per
+// query tile, deterministic for the same reason. The operands fixed over a block's loop (K and V
+// here, Q and dO in the dQ kernel) are read from shared-memory tiles by descriptor, not kept as
+// register A fragments (att_wgmma_abt_tiles says why), so the dK/dV kernel needs 48 KB of tiles plus
+// its statistics: dynamic shared memory. Tried and replaced (dev/cuda/PERF.md): one fused kernel
+// adding each key tile's dQ part into an fp32 accumulator in a fixed block order (no recomputation
+// of P and dP) was slower than this pair (the ordered accumulation makes the blocks of a head wait
+// for each other).
+constexpr int ATT_DKV_WGMMA_SMEM = 6 * ATT_TC_TILE_BYTES + 4 * ATT_TC_TILE * (int)sizeof(float) + 1024;  // + alignment
 
-__device__ __forceinline__ void att_wait_counter(const int* counter, int target) {
-    if (threadIdx.x == 0) {
-        int v;
-        do {
-            asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(counter) : "memory");
-        } while (v < target);
-    }
-    __syncthreads();
-}
-__device__ __forceinline__ void att_signal_counter(int* counter, int value) {
-    __syncthreads();  // every thread's accumulator writes are done (and ordered before thread 0's release)
-    if (threadIdx.x == 0) {
-        asm volatile("fence.acq_rel.gpu;\nst.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(counter), "r"(value) : "memory");
-    }
-}
-
-__global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_fused_kernel(
+__global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_wgmma_kernel(
     __nv_bfloat16* dinp, const __nv_bfloat16* dout, const __nv_bfloat16* inp, const float* lse, const float* dvec,
-    int* counters, float* dq_acc, int T, int NH) {
+    int T, int NH) {
 #if defined(ATT_WGMMA)
     extern __shared__ uint8_t att_dyn_smem[];
-    // 1024-byte aligned tiles: Q[2], dO[2], K, V, dS^T, then lse[2][64] and D[2][64]
+    // 1024-byte aligned tiles: Q[2], dO[2], K, V, then lse[2][64] and D[2][64]
     const uint32_t raw = att_smem_addr(att_dyn_smem);
     uint8_t* base = att_dyn_smem + (((raw + 1023) & ~1023u) - raw);
     __nv_bfloat16* sq0 = reinterpret_cast<__nv_bfloat16*>(base);
     __nv_bfloat16* sdo0 = reinterpret_cast<__nv_bfloat16*>(base + 2 * ATT_TC_TILE_BYTES);
-    __nv_bfloat16* sds = reinterpret_cast<__nv_bfloat16*>(base + 6 * ATT_TC_TILE_BYTES);
-    float (*slse)[ATT_TC_TILE] = reinterpret_cast<float (*)[ATT_TC_TILE]>(base + 7 * ATT_TC_TILE_BYTES);
+    float (*slse)[ATT_TC_TILE] = reinterpret_cast<float (*)[ATT_TC_TILE]>(base + 6 * ATT_TC_TILE_BYTES);
     float (*sd)[ATT_TC_TILE] = slse + 2;
     const uint32_t sq_a = att_smem_addr(sq0), sdo_a = sq_a + 2 * ATT_TC_TILE_BYTES;
     const uint32_t sk_a = sq_a + 4 * ATT_TC_TILE_BYTES, sv_a = sq_a + 5 * ATT_TC_TILE_BYTES;
-    const uint32_t sds_a = sq_a + 6 * ATT_TC_TILE_BYTES;
 
     const int C = NH * ATT_HS, stride = 3 * C, b = blockIdx.z, h = blockIdx.y;
     const int nq = ceil_div(T, ATT_TC_TILE);
-    const int kt = nq - 1 - blockIdx.x;  // see above: the blocks a block waits for start before it
+    const int kt = blockIdx.x;  // low key tiles see the most query tiles and start first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
     const __nv_bfloat16* qkv = inp + (size_t)b * T * stride + h * ATT_HS;
     const __nv_bfloat16* go = dout + (size_t)b * T * C + h * ATT_HS;
     const size_t bh = (size_t)b * NH + h;
     const float* lse_row = lse + bh * T;
     const float* d_row = dvec + bh * T;
-    int* counter_row = counters + bh * nq;
-    float* acc_bh = dq_acc + bh * nq * ATT_TC_TILE * ATT_HS;
 
-    // K and V stay in their tiles for the whole loop (A operands of S^T and dP^T, and K the B operand
-    // of dQ += dS K; not registers: see att_wgmma_abt_tiles); stage 0 gets the first query tile
+    // K and V stay in their tiles for the whole loop (A operands of S^T and dP^T; not registers: see
+    // att_wgmma_abt_tiles); stage 0 gets the first query tile
     att_load_kv_async(sk_a, sv_a, qkv, C, kt * ATT_TC_TILE, T, stride);
     att_load_tile_async(sq_a, qkv, kt * ATT_TC_TILE, T, stride);
     att_load_tile_async(sdo_a, go, kt * ATT_TC_TILE, T, C);
@@ -982,80 +956,16 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_fused_kerne
         uint32_t pa[4][4], dsa[4][4];
         att_c_to_a(pa, s);
         att_c_to_a(dsa, dp);
-        // dS^T to shared memory as [key][query] (the warp's 16 key rows), for dQ's A operand
-        {
-            char* t = reinterpret_cast<char*>(sds);
-#pragma unroll
-            for (int kc = 0; kc < 4; kc++) {  // dsa[kc] = columns 16kc.. = chunks 2kc, 2kc+1
-                const int r0 = warp * 16 + g;
-                *reinterpret_cast<uint32_t*>(t + att_swz(r0, 2 * kc) + cq * 4) = dsa[kc][0];
-                *reinterpret_cast<uint32_t*>(t + att_swz(r0 + 8, 2 * kc) + cq * 4) = dsa[kc][1];
-                *reinterpret_cast<uint32_t*>(t + att_swz(r0, 2 * kc + 1) + cq * 4) = dsa[kc][2];
-                *reinterpret_cast<uint32_t*>(t + att_swz(r0 + 8, 2 * kc + 1) + cq * 4) = dsa[kc][3];
-            }
-        }
-        att_fence_for_wgmma();
-        __syncthreads();
-
-        float dq[8][4];
         att_reg_fence(dv);
         att_reg_fence(dk);
         att_wgmma_fence();
-        att_wgmma_ab_issue(dv, pa, sdo_a + cur);   // dV += P^T dO
-        att_wgmma_ab_issue(dk, dsa, sq_a + cur);   // dK += dS^T Q
-#pragma unroll
-        for (int kc = 0; kc < 4; kc++) {           // dQ = dS K (rows = queries)
-            att_wgmma_ss<1, 1>(dq, att_wgmma_desc(sds_a + kc * 16 * (ATT_HS * 2)),
-                            att_wgmma_desc(sk_a + kc * 16 * (ATT_HS * 2)), kc > 0);
-        }
+        att_wgmma_ab_issue(dv, pa, sdo_a + cur);  // dV += P^T dO
+        att_wgmma_ab_issue(dk, dsa, sq_a + cur);  // dK += dS^T Q
         att_wgmma_commit();
         att_wgmma_wait();
         att_reg_fence(dv);
         att_reg_fence(dk);
-        att_reg_fence(dq);
-
-        // dQ_i in the fixed order kt = i, i-1, ..., 0 (this block is number i - kt)
-        const int q_lo = warp * 16 + g;  // this lane's rows of tile i: q_lo and q_lo + 8
-        float* acc = acc_bh + (size_t)i * ATT_TC_TILE * ATT_HS;
-        if (kt == 0) {
-            if (i > 0) att_wait_counter(counter_row + i, i);
-            __nv_bfloat16* dst = dinp + (size_t)b * T * stride + h * ATT_HS;
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const int row = q_lo + 8 * r, t_row = i * ATT_TC_TILE + row, col = n * 8 + 2 * cq;
-                    float2 v = make_float2(dq[n][2 * r], dq[n][2 * r + 1]);
-                    if (i > 0) {
-                        const float2 prev = __ldcg(reinterpret_cast<const float2*>(acc + row * ATT_HS + col));
-                        v.x += prev.x;
-                        v.y += prev.y;
-                    }
-                    if (t_row < T) {
-                        *reinterpret_cast<uint32_t*>(dst + (size_t)t_row * stride + col) =
-                            att_pack_bf16(v.x * ATT_SCALE, v.y * ATT_SCALE);
-                    }
-                }
-            }
-        } else {
-            if (i > kt) att_wait_counter(counter_row + i, i - kt);
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    float* p = acc + (q_lo + 8 * r) * ATT_HS + n * 8 + 2 * cq;
-                    if (i == kt) {
-                        __stcg(reinterpret_cast<float2*>(p), make_float2(dq[n][2 * r], dq[n][2 * r + 1]));
-                    } else {
-                        asm volatile("red.relaxed.gpu.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p),
-                                     "f"(dq[n][2 * r]), "f"(dq[n][2 * r + 1])
-                                     : "memory");
-                    }
-                }
-            }
-            att_signal_counter(counter_row + i, i - kt + 1);
-        }
-        __syncthreads();  // stage st and the dS^T tile are refilled next step
+        __syncthreads();  // stage st is refilled next step
     }
     // both stage-0 tiles are free now; each warp uses its own rows
     __nv_bfloat16* dst = dinp + (size_t)b * T * stride + h * ATT_HS;
@@ -1066,33 +976,78 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_fused_kerne
 #endif
 }
 
+
+__global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_wgmma_kernel(
+    __nv_bfloat16* dinp, const __nv_bfloat16* dout, const __nv_bfloat16* inp, const float* lse, const float* dvec,
+    int T, int NH) {
+#if defined(ATT_WGMMA)
+    __shared__ __align__(1024) __nv_bfloat16 sk[2][ATT_TC_TILE * ATT_HS];
+    __shared__ __align__(1024) __nv_bfloat16 sv[2][ATT_TC_TILE * ATT_HS];
+    __shared__ __align__(1024) __nv_bfloat16 sq[ATT_TC_TILE * ATT_HS];
+    __shared__ __align__(1024) __nv_bfloat16 sdo[ATT_TC_TILE * ATT_HS];
+    const int C = NH * ATT_HS, stride = 3 * C, b = blockIdx.z, h = blockIdx.y;
+    const int qt = gridDim.x - 1 - blockIdx.x;  // longest rows start first
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
+    const __nv_bfloat16* qkv = inp + (size_t)b * T * stride + h * ATT_HS;
+    const __nv_bfloat16* go = dout + (size_t)b * T * C + h * ATT_HS;
+    const uint32_t sk_a = att_smem_addr(sk), sv_a = att_smem_addr(sv);
+    const uint32_t sq_a = att_smem_addr(sq), sdo_a = att_smem_addr(sdo);
+
+    att_load_tile_async(sq_a, qkv, qt * ATT_TC_TILE, T, stride);
+    att_load_tile_async(sdo_a, go, qt * ATT_TC_TILE, T, C);
+    att_load_kv_async(sk_a, sv_a, qkv, C, 0, T, stride);
+    att_cp_async_commit();
+
+    const int row_lo = qt * ATT_TC_TILE + warp * 16 + g;  // this lane's queries: row_lo and row_lo + 8
+    float lse2[2], drow[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const size_t idx = ((size_t)b * NH + h) * T + row_lo + 8 * r;
+        const bool valid = row_lo + 8 * r < T;
+        lse2[r] = valid ? lse[idx] * ATT_LOG2E : 0.f;
+        drow[r] = valid ? dvec[idx] : 0.f;
+    }
+    float dq[8][4];
+    att_zero(dq);
+    for (int j = 0; j <= qt; j++) {
+        const int st = j % 2;
+        const uint32_t cur = st * ATT_TC_TILE_BYTES, nxt = (st ^ 1) * ATT_TC_TILE_BYTES;  // stage offsets
+        if (j < qt) att_load_kv_async(sk_a + nxt, sv_a + nxt, qkv, C, (j + 1) * ATT_TC_TILE, T, stride);
+        att_pipeline_wait(j < qt);
+
+        float s[8][4], dp[8][4];
+        att_wgmma_abt_tiles(s, sq_a, sk_a + cur);    // S = Q K^T
+        att_wgmma_abt_tiles(dp, sdo_a, sv_a + cur);  // dP = dO V^T
+        att_wgmma_commit();
+        att_wgmma_wait();
+        att_reg_fence(s);
+        att_reg_fence(dp);
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e / 2, key = j * ATT_TC_TILE + n * 8 + 2 * cq + e % 2;
+                const float p = exp2f(fmaf(s[n][e], ATT_SCALE_LOG2, -lse2[r]));
+                dp[n][e] = (j == qt && key > row_lo + 8 * r) ? 0.f : p * (dp[n][e] - drow[r]);
+            }
+        }
+        uint32_t dsa[4][4];
+        att_c_to_a(dsa, dp);
+        att_mma_ab(dq, dsa, sk_a + cur);  // dQ += dS K
+        __syncthreads();
+    }
+    att_store_rows(dinp + (size_t)b * T * stride + h * ATT_HS, stride, qt * ATT_TC_TILE, T, dq, ATT_SCALE,
+                   ATT_SCALE, sk[0], warp * 16);
+#else
+    __trap();  // launched only by sm_90a builds (LLMC_SM90A), where ATT_WGMMA is defined
+#endif
+}
+
 // ----------------------------------------------------------------------------
 // launchers
 
-// The backward's fp32 scratch: D = rowsum(dO * O) (B*NH*T floats); in sm_90a builds (the fused
-// kernel) also the dQ counters (B*NH*nq ints) and accumulator (B*NH*nq*64*64 floats), 16-byte aligned.
-struct AttentionScratch {
-    int* counters;
-    float* dq_acc;
-    size_t n_counters;
-};
-inline size_t attention_scratch_round4(size_t n) { return (n + 3) / 4 * 4; }
-inline size_t attention_backward_scratch_floats(int B, int T, int NH) {
-    const size_t bh = (size_t)B * NH, nq = ceil_div(T, ATT_TC_TILE);
-    size_t n = attention_scratch_round4(bh * T);
-#if defined(LLMC_SM90A)
-    if (kFloatXIsBF16) n += attention_scratch_round4(bh * nq) + bh * nq * ATT_TC_TILE * ATT_HS;
-#endif
-    return n;
-}
-inline AttentionScratch attention_scratch_split(float* scratch, int B, int T, int NH) {
-    const size_t bh = (size_t)B * NH, nq = ceil_div(T, ATT_TC_TILE);
-    AttentionScratch sc;
-    sc.counters = reinterpret_cast<int*>(scratch + attention_scratch_round4(bh * T));
-    sc.n_counters = bh * nq;
-    sc.dq_acc = scratch + attention_scratch_round4(bh * T) + attention_scratch_round4(bh * nq);
-    return sc;
-}
+// The backward's fp32 scratch: D = rowsum(dO * O), B*NH*T floats.
+inline size_t attention_backward_scratch_floats(int B, int T, int NH) { return (size_t)B * NH * T; }
 
 inline void attention_check_shape(int C, int NH) {
     if (C != NH * ATT_HS) {
@@ -1139,12 +1094,12 @@ inline void attention_backward_tc(Elem* dinp, float* scratch_d, const Elem* dout
     cudaCheckLaunch();
     dim3 grid(ceil_div(T, ATT_TC_TILE), NH, B);
 #if defined(LLMC_SM90A)
-    const AttentionScratch sc = attention_scratch_split(scratch_d, B, T, NH);
-    cudaCheck(cudaMemsetAsync(sc.counters, 0, sc.n_counters * sizeof(int), stream));
-    cudaCheck(cudaFuncSetAttribute(attention_backward_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   ATT_FUSED_SMEM));
-    attention_backward_fused_kernel<<<grid, ATT_TC_THREADS, ATT_FUSED_SMEM, stream>>>(
-        dinp, dout, inp, lse, scratch_d, sc.counters, sc.dq_acc, T, NH);
+    cudaCheck(cudaFuncSetAttribute(attention_backward_dkv_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   ATT_DKV_WGMMA_SMEM));
+    attention_backward_dkv_wgmma_kernel<<<grid, ATT_TC_THREADS, ATT_DKV_WGMMA_SMEM, stream>>>(dinp, dout, inp, lse,
+                                                                                             scratch_d, T, NH);
+    cudaCheckLaunch();
+    attention_backward_dq_wgmma_kernel<<<grid, ATT_TC_THREADS, 0, stream>>>(dinp, dout, inp, lse, scratch_d, T, NH);
     cudaCheckLaunch();
 #else
     attention_backward_dkv_tc_kernel<<<grid, ATT_TC_THREADS, 0, stream>>>(dinp, dout, inp, lse, scratch_d, T, NH);
