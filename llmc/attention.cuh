@@ -6,18 +6,18 @@
  *                     out (B,T,NH,HS) = softmax(q k^T / sqrt(HS), causal) v                 (out =)
  *                     lse (B,NH,T) fp32 = natural-log log-sum-exp of each scaled score row   (lse =)
  * attention_backward: dinp (B,T,3,NH,HS) = dq | dk | dv                                     (dinp =)
- *                     scratch (attention_backward_scratch_floats) starts with D (B,NH,T) fp32 =
- *                     rowsum(dout * out); sm_90a builds also keep the dQ accumulator there  (scratch =)
+ *                     scratch (attention_backward_scratch_floats) = D (B,NH,T) fp32 =
+ *                     rowsum(dout * out)                                                    (scratch =)
  *
  * Implementations, chosen in one place (the launchers at the bottom, `if constexpr` and LLMC_SM90A):
  *  - bf16 builds: tensor-core kernels (cp.async double buffering, swizzled shared memory),
  *    FlashAttention-2 structure, 64-row tiles, one warpgroup (4 warps) per block. The matrix products
  *    are wgmma (warpgroup, B from shared memory by descriptor) in sm_90a builds (GPU_COMPUTE_CAPABILITY
  *    = 90), mma.sync m16n8k16 + ldmatrix otherwise; both give each warp the same fragments.
- *    Backward, sm_90a: a D = rowsum(dO*O) kernel and one fused kernel (one block per key tile, loops
- *    over query tiles) that adds each block's dQ part into an fp32 accumulator in a fixed block order.
- *    Otherwise: D, a dK/dV kernel and a dQ kernel (one block per query tile) that recomputes P and dP.
- *    Either way every output element is summed in a fixed order: bitwise deterministic.
+ *    Backward: a D = rowsum(dO*O) kernel, a dK/dV kernel (one block per key tile, loops over query
+ *    tiles) and a dQ kernel (one block per query tile) that recomputes P and dP; the sm_90a pair
+ *    reads its loop-fixed operands from shared memory (att_wgmma_abt_tiles says why). Every output
+ *    element has one writer and a fixed summation order: bitwise deterministic.
  *  - FP32 builds, and the reference in dev/cuda/attention.cu: fp32 math on the CUDA cores (one
  *    thread per query or key row), deterministic for the same reason.
  * Both read floatX inputs and keep the softmax statistics and all accumulations in fp32.
@@ -554,29 +554,28 @@ __device__ __forceinline__ void att_wgmma_abt_tiles(float (&acc)[8][4], uint32_t
 }
 #endif
 
-__device__ __forceinline__ void att_mma_abt(float (&acc)[8][4], const uint32_t (&a)[4][4], uint32_t tile) {
+// acc += A * M^T (kBT, att_mma_abt) or A * M (att_mma_ab): one warpgroup wgmma, waited for, in sm_90a
+// builds; the warp's own mma.sync otherwise
+template <bool kBT>
+__device__ __forceinline__ void att_mma_sync_or_wgmma(float (&acc)[8][4], const uint32_t (&a)[4][4], uint32_t tile) {
 #if defined(ATT_WGMMA)
     att_reg_fence(acc);
     att_wgmma_fence();
-    att_wgmma_abt_issue(acc, a, tile);
+    if constexpr (kBT) att_wgmma_abt_issue(acc, a, tile);
+    else att_wgmma_ab_issue(acc, a, tile);
     att_wgmma_commit();
     att_wgmma_wait();
     att_reg_fence(acc);
 #else
-    att_mma_abt_warp(acc, a, tile);
+    if constexpr (kBT) att_mma_abt_warp(acc, a, tile);
+    else att_mma_ab_warp(acc, a, tile);
 #endif
 }
+__device__ __forceinline__ void att_mma_abt(float (&acc)[8][4], const uint32_t (&a)[4][4], uint32_t tile) {
+    att_mma_sync_or_wgmma<true>(acc, a, tile);
+}
 __device__ __forceinline__ void att_mma_ab(float (&acc)[8][4], const uint32_t (&a)[4][4], uint32_t tile) {
-#if defined(ATT_WGMMA)
-    att_reg_fence(acc);
-    att_wgmma_fence();
-    att_wgmma_ab_issue(acc, a, tile);
-    att_wgmma_commit();
-    att_wgmma_wait();
-    att_reg_fence(acc);
-#else
-    att_mma_ab_warp(acc, a, tile);
-#endif
+    att_mma_sync_or_wgmma<false>(acc, a, tile);
 }
 // 16x64 fp32 accumulators -> bf16 A operand (see the layout note above)
 __device__ __forceinline__ void att_c_to_a(uint32_t (&a)[4][4], const float (&c)[8][4]) {
@@ -719,6 +718,69 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_forward_tc_kernel(__
     }
 }
 
+// ---- element-wise steps of the backward, shared by its mma.sync and wgmma kernels ----
+// Fragments as att_c_to_a: element (n, e) of a lane is row g + 8 (e / 2), column n * 8 + 2 cq + e % 2.
+
+// dK/dV kernels: the query side of tile row0 (Q and dO tiles, lse and D of its rows) into one stage
+__device__ __forceinline__ void att_bwd_load_query_tile(uint32_t sq, uint32_t sdo, float* slse, float* sd,
+                                                        const __nv_bfloat16* qkv, const __nv_bfloat16* go,
+                                                        const float* lse_row, const float* d_row, int row0, int T,
+                                                        int C) {
+    att_load_tile_async(sq, qkv, row0, T, 3 * C);
+    att_load_tile_async(sdo, go, row0, T, C);
+    att_load_stats_async(slse, sd, lse_row, d_row, row0, T);
+}
+// dK/dV kernels (rows = keys key_lo, key_lo + 8; columns = the queries of the tile at q0): S^T -> P^T
+// in place, P = exp2(S * scale*log2e - lse*log2e), zero where key > query or query >= T when `masked`
+__device__ __forceinline__ void att_bwd_pt(float (&s)[8][4], const float* slse, bool masked, int q0, int key_lo,
+                                           int T, int cq) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const int col = n * 8 + 2 * cq;
+        const float2 lse2 = *reinterpret_cast<const float2*>(&slse[col]);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int query = q0 + col + e % 2;
+            const float p = exp2f(fmaf(s[n][e], ATT_SCALE_LOG2, -(e % 2 ? lse2.y : lse2.x) * ATT_LOG2E));
+            s[n][e] = (masked && (key_lo + 8 * (e / 2) > query || query >= T)) ? 0.f : p;
+        }
+    }
+}
+// dK/dV kernels: dP^T -> dS^T = P^T * (dP^T - D) in place (D of the tile's queries in sd)
+__device__ __forceinline__ void att_bwd_dst(float (&dp)[8][4], const float (&pt)[8][4], const float* sd, int cq) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const float2 d2 = *reinterpret_cast<const float2*>(&sd[n * 8 + 2 * cq]);
+#pragma unroll
+        for (int e = 0; e < 4; e++) dp[n][e] = pt[n][e] * (dp[n][e] - (e % 2 ? d2.y : d2.x));
+    }
+}
+// dQ kernels: lse * log2e and D of this lane's queries row_lo, row_lo + 8 of head bh (0 past T)
+__device__ __forceinline__ void att_bwd_row_stats(float (&lse2)[2], float (&drow)[2], const float* lse,
+                                                  const float* dvec, size_t bh, int T, int row_lo) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const size_t idx = bh * T + row_lo + 8 * r;
+        const bool valid = row_lo + 8 * r < T;
+        lse2[r] = valid ? lse[idx] * ATT_LOG2E : 0.f;
+        drow[r] = valid ? dvec[idx] : 0.f;
+    }
+}
+// dQ kernels (rows = queries, columns = the keys of the tile at k0): dP -> dS = P * (dP - D) in place,
+// P from S; on the diagonal tile zero where key > query
+__device__ __forceinline__ void att_bwd_ds(float (&dp)[8][4], const float (&s)[8][4], const float (&lse2)[2],
+                                           const float (&drow)[2], bool diag, int k0, int row_lo, int cq) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = e / 2, key = k0 + n * 8 + 2 * cq + e % 2;
+            const float p = exp2f(fmaf(s[n][e], ATT_SCALE_LOG2, -lse2[r]));
+            dp[n][e] = (diag && key > row_lo + 8 * r) ? 0.f : p * (dp[n][e] - drow[r]);
+        }
+    }
+}
+
 // The backward of builds without wgmma (not sm_90a: mma.sync, per warp).
 // dK and dV of one key tile (blockIdx.x): loops over the query tiles i >= kt with Q, dO, lse and D
 // double-buffered. Per warp (16 key rows x 64 queries), with S^T = K Q^T and dP^T = V dO^T:
@@ -743,9 +805,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_tc_kern
 
     // K and V of this tile pass through stage 1 into registers; stage 0 gets the first query tile
     att_load_kv_async(sq_a + ATT_TC_TILE_BYTES, sdo_a + ATT_TC_TILE_BYTES, qkv, C, kt * ATT_TC_TILE, T, stride);
-    att_load_tile_async(sq_a, qkv, kt * ATT_TC_TILE, T, stride);
-    att_load_tile_async(sdo_a, go, kt * ATT_TC_TILE, T, C);
-    att_load_stats_async(slse[0], sd[0], lse_row, d_row, kt * ATT_TC_TILE, T);
+    att_bwd_load_query_tile(sq_a, sdo_a, slse[0], sd[0], qkv, go, lse_row, d_row, kt * ATT_TC_TILE, T, C);
     att_cp_async_commit();
     att_cp_async_wait<0>();
     __syncthreads();
@@ -762,27 +822,15 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_tc_kern
         const int st = (i - kt) % 2;
         const uint32_t cur = st * ATT_TC_TILE_BYTES, nxt = (st ^ 1) * ATT_TC_TILE_BYTES;  // stage offsets
         att_pipeline_wait(i + 1 < nq, [&] {
-            const int next = (i + 1) * ATT_TC_TILE;
-            att_load_tile_async(sq_a + nxt, qkv, next, T, stride);
-            att_load_tile_async(sdo_a + nxt, go, next, T, C);
-            att_load_stats_async(slse[st ^ 1], sd[st ^ 1], lse_row, d_row, next, T);
+            att_bwd_load_query_tile(sq_a + nxt, sdo_a + nxt, slse[st ^ 1], sd[st ^ 1], qkv, go, lse_row, d_row,
+                                    (i + 1) * ATT_TC_TILE, T, C);
         });
 
         float s[8][4];
         att_zero(s);
         att_mma_abt_warp(s, ka, sq_a + cur);  // S^T: rows = keys, columns = queries
         const bool masked = i == kt || (i + 1) * ATT_TC_TILE > T;
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            const int col = n * 8 + 2 * cq;
-            const float2 lse2 = *reinterpret_cast<const float2*>(&slse[st][col]);
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int query = i * ATT_TC_TILE + col + e % 2;
-                const float p = exp2f(fmaf(s[n][e], ATT_SCALE_LOG2, -(e % 2 ? lse2.y : lse2.x) * ATT_LOG2E));
-                s[n][e] = (masked && (key_lo + 8 * (e / 2) > query || query >= T)) ? 0.f : p;
-            }
-        }
+        att_bwd_pt(s, slse[st], masked, i * ATT_TC_TILE, key_lo, T, cq);
         uint32_t pa[4][4];
         att_c_to_a(pa, s);
         att_mma_ab_warp(dv, pa, sdo_a + cur);  // dV += P^T dO
@@ -790,12 +838,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_tc_kern
         float dp[8][4];
         att_zero(dp);
         att_mma_abt_warp(dp, va, sdo_a + cur);  // dP^T = V dO^T
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            const float2 d2 = *reinterpret_cast<const float2*>(&sd[st][n * 8 + 2 * cq]);
-#pragma unroll
-            for (int e = 0; e < 4; e++) dp[n][e] = s[n][e] * (dp[n][e] - (e % 2 ? d2.y : d2.x));
-        }
+        att_bwd_dst(dp, s, sd[st], cq);
         att_c_to_a(pa, dp);
         att_mma_ab_warp(dk, pa, sq_a + cur);  // dK += dS^T Q
         __syncthreads();
@@ -830,13 +873,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_tc_kerne
 
     const int row_lo = qt * ATT_TC_TILE + warp * 16 + g;  // this lane's queries: row_lo and row_lo + 8
     float lse2[2], drow[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const size_t idx = ((size_t)b * NH + h) * T + row_lo + 8 * r;
-        const bool valid = row_lo + 8 * r < T;
-        lse2[r] = valid ? lse[idx] * ATT_LOG2E : 0.f;
-        drow[r] = valid ? dvec[idx] : 0.f;
-    }
+    att_bwd_row_stats(lse2, drow, lse, dvec, (size_t)b * NH + h, T, row_lo);
     att_cp_async_wait<0>();
     __syncthreads();
     uint32_t qa[4][4], doa[4][4];
@@ -857,15 +894,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_tc_kerne
         att_zero(dp);
         att_mma_abt_warp(s, qa, sk_a + cur);    // S = Q K^T
         att_mma_abt_warp(dp, doa, sv_a + cur);  // dP = dO V^T
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int r = e / 2, key = j * ATT_TC_TILE + n * 8 + 2 * cq + e % 2;
-                const float p = exp2f(fmaf(s[n][e], ATT_SCALE_LOG2, -lse2[r]));
-                dp[n][e] = (j == qt && key > row_lo + 8 * r) ? 0.f : p * (dp[n][e] - drow[r]);
-            }
-        }
+        att_bwd_ds(dp, s, lse2, drow, j == qt, j * ATT_TC_TILE, row_lo, cq);
         uint32_t dsa[4][4];
         att_c_to_a(dsa, dp);
         att_mma_ab_warp(dq, dsa, sk_a + cur);  // dQ += dS K
@@ -913,9 +942,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_wgmma_k
     // K and V stay in their tiles for the whole loop (A operands of S^T and dP^T; not registers: see
     // att_wgmma_abt_tiles); stage 0 gets the first query tile
     att_load_kv_async(sk_a, sv_a, qkv, C, kt * ATT_TC_TILE, T, stride);
-    att_load_tile_async(sq_a, qkv, kt * ATT_TC_TILE, T, stride);
-    att_load_tile_async(sdo_a, go, kt * ATT_TC_TILE, T, C);
-    att_load_stats_async(slse[0], sd[0], lse_row, d_row, kt * ATT_TC_TILE, T);
+    att_bwd_load_query_tile(sq_a, sdo_a, slse[0], sd[0], qkv, go, lse_row, d_row, kt * ATT_TC_TILE, T, C);
     att_cp_async_commit();
 
     const int key_lo = kt * ATT_TC_TILE + warp * 16 + g;  // this lane's keys: key_lo and key_lo + 8
@@ -926,10 +953,8 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_wgmma_k
         const int st = (i - kt) % 2;
         const uint32_t cur = st * ATT_TC_TILE_BYTES, nxt = (st ^ 1) * ATT_TC_TILE_BYTES;  // stage offsets
         att_pipeline_wait(i + 1 < nq, [&] {
-            const int next = (i + 1) * ATT_TC_TILE;
-            att_load_tile_async(sq_a + nxt, qkv, next, T, stride);
-            att_load_tile_async(sdo_a + nxt, go, next, T, C);
-            att_load_stats_async(slse[st ^ 1], sd[st ^ 1], lse_row, d_row, next, T);
+            att_bwd_load_query_tile(sq_a + nxt, sdo_a + nxt, slse[st ^ 1], sd[st ^ 1], qkv, go, lse_row, d_row,
+                                    (i + 1) * ATT_TC_TILE, T, C);
         });
 
         float s[8][4], dp[8][4];
@@ -940,6 +965,9 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_wgmma_k
         att_reg_fence(s);
         att_reg_fence(dp);
         const bool masked = i == kt || (i + 1) * ATT_TC_TILE > T;
+        // att_bwd_pt and att_bwd_dst in one pass. Calling the two instead compiles to other code (ptxas
+        // then keeps one copy of the dS loop instead of one per masked / unmasked path, 1152 instead of
+        // 1224 instructions): equal per element, but not yet run on a GPU, so not taken.
 #pragma unroll
         for (int n = 0; n < 8; n++) {
             const int col = n * 8 + 2 * cq;
@@ -1000,13 +1028,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_wgmma_ke
 
     const int row_lo = qt * ATT_TC_TILE + warp * 16 + g;  // this lane's queries: row_lo and row_lo + 8
     float lse2[2], drow[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const size_t idx = ((size_t)b * NH + h) * T + row_lo + 8 * r;
-        const bool valid = row_lo + 8 * r < T;
-        lse2[r] = valid ? lse[idx] * ATT_LOG2E : 0.f;
-        drow[r] = valid ? dvec[idx] : 0.f;
-    }
+    att_bwd_row_stats(lse2, drow, lse, dvec, (size_t)b * NH + h, T, row_lo);
     float dq[8][4];
     att_zero(dq);
     for (int j = 0; j <= qt; j++) {
@@ -1022,15 +1044,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_wgmma_ke
         att_wgmma_wait();
         att_reg_fence(s);
         att_reg_fence(dp);
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int r = e / 2, key = j * ATT_TC_TILE + n * 8 + 2 * cq + e % 2;
-                const float p = exp2f(fmaf(s[n][e], ATT_SCALE_LOG2, -lse2[r]));
-                dp[n][e] = (j == qt && key > row_lo + 8 * r) ? 0.f : p * (dp[n][e] - drow[r]);
-            }
-        }
+        att_bwd_ds(dp, s, lse2, drow, j == qt, j * ATT_TC_TILE, row_lo, cq);
         uint32_t dsa[4][4];
         att_c_to_a(dsa, dp);
         att_mma_ab(dq, dsa, sk_a + cur);  // dQ += dS K

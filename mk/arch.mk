@@ -13,7 +13,7 @@ ifeq ($(shell [[ "$(GPU_COMPUTE_CAPABILITY)" =~ ^[0-9]+$$ ]] && [ $(GPU_COMPUTE_
   $(error GPU_COMPUTE_CAPABILITY must be a number >= 80 (bf16 needs Ampere or newer), got '$(GPU_COMPUTE_CAPABILITY)')
 endif
 # Hopper (90) builds for sm_90a, the target with wgmma: llmc/attention.cuh's tensor-core kernels use
-# it, and its host code picks the fused backward by LLMC_SM90A; other kernels compile as for sm_90.
+# it, and its launchers pick the wgmma kernels by LLMC_SM90A; other kernels compile as for sm_90.
 # sm_90a machine code runs on compute capability 9.0 only, which is what 90 names; other values get
 # the plain target and the mma.sync attention.
 ifeq ($(GPU_COMPUTE_CAPABILITY),90)
