@@ -61,6 +61,9 @@ for combo in "BF16 0 0 0" "BF16 0 0 1" "BF16 0 1 1" "FP32 0 0 0" "FP32 0 0 1" "F
     name="build-${1}-cudnn${2}-nomultigpu${3}-nompi${4}"
     run "$name" make train_gpt2cu test_gpt2cu PRECISION=$1 USE_CUDNN=$2 NO_MULTI_GPU=$3 NO_USE_MPI=$4 GPU_COMPUTE_CAPABILITY=90
 done
+# GPU_COMPUTE_CAPABILITY=90 is sm_90a (attention.cuh on wgmma); any other target compiles the mma.sync
+# attention path instead: one such build (Ampere), so that path keeps compiling
+run build-BF16-sm80 make train_gpt2cu test_gpt2cu PRECISION=BF16 USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 GPU_COMPUTE_CAPABILITY=80
 # a cuDNN outside the system dirs (CUDNN_HOME): PyTorch's pip wheel, as scripts/bench.sh builds on the GPU
 # machine; its own build dir, linked with an rpath to the wheel's lib/
 wheel=$(bash dev/cudnn_wheel_dir.sh)
