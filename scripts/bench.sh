@@ -138,6 +138,8 @@ echo "scripts/bench.sh $ARGS"
 echo "GPT-2 $SIZES (model:B), T=$T, bf16, $STEPS steps, median over steps after $WARM warm-up steps"
 cudnn_line=$(grep -h -m1 -E '^\| cuDNN ' "$OUTDIR"/*-ours-cudnn-*.log 2>/dev/null | head -1 | sed -E 's/^\| cuDNN +\| *//; s/ *\|$//')
 [ -n "$cudnn_line" ] && echo "cuDNN of the USE_CUDNN=1 build: $cudnn_line${CUDNN_HOME_DIR:+, from $CUDNN_HOME_DIR}"
+engine_line=$(grep -h -m1 -E '^\| attention ' "$OUTDIR"/*-ours-attention.cuh-*.log 2>/dev/null | head -1 | sed -E 's/^\| attention +\| *//; s/ *\|$//')
+[ -n "$engine_line" ] && echo "attention of the USE_CUDNN=0 build: $engine_line"
 [ "$TORCH" = 1 ] && echo "PyTorch: $(python3 -c 'import torch; print(torch.__version__, "(cuDNN", torch.backends.cudnn.version(), "loaded with it)")' 2>/dev/null)"
 printf "%-44s %5s %14s %10s %10s %7s %9s %8s %8s %8s\n" program B params ms/step tokens/s MFU "peak GiB" "first s" "speed x" "memory x"
 for size in $SIZES; do
