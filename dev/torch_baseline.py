@@ -131,6 +131,13 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
 
+    if args.compile.startswith("max-autotune") and "TORCHINDUCTOR_AUTOTUNE_IN_SUBPROC" not in os.environ:
+        # Benchmark the autotune's GEMM candidates in a subprocess. In-process (the default), one Triton
+        # candidate for a logits-sized GEMM (65536 x 50304 at d12 B=64) hit an illegal memory access on
+        # torch 2.11 / triton 3.6 (H100, 2026-12), which poisons the CUDA context and kills the run; in a
+        # subprocess the failing candidate is dropped and the others compete as usual.
+        import torch._inductor.config as inductor_config
+        inductor_config.autotune_in_subproc = True
     cmodel = model if args.compile == "none" else torch.compile(model, mode=args.compile)
 
     def step_fn(x, y):

@@ -16,6 +16,8 @@
 #        [--reference]                 also run train_gpt2.py --compile 1 (our numerical reference; not the
 #                                      baseline of the ratios)
 #        [--sizes "d12:64 d24:32 d36:16 d48:8"]   several GPT-2 sizes (model:B) in one run, instead of -e/-b
+#        [--timeout S]                 stop any one program after S seconds (its row then reads nan; the
+#                                      table is still printed)
 #        [--maxbatch]                  then, for the last size, train_gpt2cu (cuDNN build, first config) at
 #                                      its own start-up estimate of the largest micro-batch, and at one
 #                                      more, which must stop with the out-of-memory message
@@ -23,7 +25,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ARGS="$*"
 MODEL=d12; B=64; T=1024; STEPS=40; WARM=10; RECOMPUTE=1; GELU=0; TORCH=1; ONLY=""; CONFIGS=""; CUDNN=torch
-TORCH_MODES="default max-autotune-no-cudagraphs"; REFERENCE=0; SIZES=""; MAXBATCH=0
+TORCH_MODES="default max-autotune-no-cudagraphs"; REFERENCE=0; SIZES=""; MAXBATCH=0; PROG_TIMEOUT=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -e) MODEL=$2; shift 2;; -b) B=$2; shift 2;; -t) T=$2; shift 2;; -n) STEPS=$2; shift 2;;
@@ -35,10 +37,12 @@ while [ $# -gt 0 ]; do
         --reference) REFERENCE=1; shift;;
         --sizes) SIZES=$2; shift 2;;
         --maxbatch) MAXBATCH=1; shift;;
+        --timeout) PROG_TIMEOUT=$2; shift 2;;
         *) echo "unknown argument $1"; exit 1;;
     esac
 done
 case "$ONLY" in ""|cudnn|nocudnn) ;; *) echo "--only $ONLY: want cudnn or nocudnn"; exit 1;; esac
+[[ "$PROG_TIMEOUT" =~ ^[0-9]+$ ]] || { echo "--timeout $PROG_TIMEOUT: want whole seconds (0 = no limit)"; exit 1; }
 for m in $TORCH_MODES; do
     case "$m" in default|max-autotune-no-cudagraphs|none) ;; *) echo "--torch-modes: unknown mode $m (want default, max-autotune-no-cudagraphs or none)"; exit 1;; esac
 done
@@ -85,7 +89,7 @@ run_one() {
     : > "$mem"
     mem_watch "$mem" & local watcher=$!
     local t0=$EPOCHREALTIME
-    PYTHONUNBUFFERED=1 "$@" 2>&1 | while IFS= read -r line; do
+    PYTHONUNBUFFERED=1 timeout "$PROG_TIMEOUT" "$@" 2>&1 | while IFS= read -r line; do
         printf '%s\n' "$line" >> "$log.tmp"
         printf '%s %s\n' "$EPOCHREALTIME" "${line:0:12}" >> "$times.tmp"
     done
@@ -93,9 +97,11 @@ run_one() {
     mv "$log.tmp" "$log"
     awk -v t0="$t0" '{ $1 = sprintf("%.1f", $1 - t0); print }' "$times.tmp" > "$times"; rm -f "$times.tmp"
     kill $watcher 2>/dev/null; wait $watcher 2>/dev/null
-    if [ "$rc" -ne 0 ]; then echo "$name failed (rc $rc), see $log"; tail -5 "$log"; fi
+    if [ "$rc" -eq 124 ] && [ "$PROG_TIMEOUT" -gt 0 ]; then echo "$name stopped after --timeout $PROG_TIMEOUT s, see $log"
+    elif [ "$rc" -ne 0 ]; then echo "$name failed (rc $rc), see $log"; tail -5 "$log"; fi
     local first; first=$(awk '$2 == "step" { print $1; exit }' "$times")
-    echo "$name $model $b $(median_ms "$log") $(peak_mib "$mem") $(mfu_of "$log") ${first:--}" >> "$OUTDIR/results.txt"
+    local ms; ms=$(median_ms "$log"); [ "$rc" -eq 124 ] && [ "$PROG_TIMEOUT" -gt 0 ] && ms=nan  # partial: not a result
+    echo "$name $model $b $ms $(peak_mib "$mem") $(mfu_of "$log") ${first:--}" >> "$OUTDIR/results.txt"
 }
 
 : > "$OUTDIR/results.txt"

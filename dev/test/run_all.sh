@@ -167,6 +167,7 @@ expect_fail bench-bad-cudnn-dir "no include/cudnn.h there" bash scripts/bench.sh
 expect_fail bench-bad-only "want cudnn or nocudnn" bash scripts/bench.sh --only cudnnn
 expect_fail bench-bad-sizes "is not model:B" bash scripts/bench.sh --sizes "d12:64 d48"
 expect_fail bench-bad-torch-mode "unknown mode reduce-overhead" bash scripts/bench.sh --torch-modes reduce-overhead
+expect_fail bench-bad-timeout "want whole seconds" bash scripts/bench.sh --timeout 5m
 expect_fail torch-baseline-bad-model "unknown model descriptor; valid: d6, d12" python3 dev/torch_baseline.py -e d13
 
 echo
