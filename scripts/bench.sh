@@ -16,6 +16,8 @@
 #        [--reference]                 also run train_gpt2.py --compile 1 (our numerical reference; not the
 #                                      baseline of the ratios)
 #        [--sizes "d12:64 d24:32 d36:16 d48:8"]   several GPT-2 sizes (model:B) in one run, instead of -e/-b
+#        [--summary]                   build and run nothing: print the table of an earlier run from
+#                                      $BENCH_DIR/results.txt (give the same --sizes and -t as that run)
 #        [--timeout S]                 stop any one program after S seconds (its row then reads nan; the
 #                                      table is still printed)
 #        [--maxbatch]                  then, for the last size, train_gpt2cu (cuDNN build, first config) at
@@ -25,7 +27,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ARGS="$*"
 MODEL=d12; B=64; T=1024; STEPS=40; WARM=10; RECOMPUTE=1; GELU=0; TORCH=1; ONLY=""; CONFIGS=""; CUDNN=torch
-TORCH_MODES="default max-autotune-no-cudagraphs"; REFERENCE=0; SIZES=""; MAXBATCH=0; PROG_TIMEOUT=0
+TORCH_MODES="default max-autotune-no-cudagraphs"; REFERENCE=0; SIZES=""; MAXBATCH=0; PROG_TIMEOUT=0; SUMMARY=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -e) MODEL=$2; shift 2;; -b) B=$2; shift 2;; -t) T=$2; shift 2;; -n) STEPS=$2; shift 2;;
@@ -38,6 +40,7 @@ while [ $# -gt 0 ]; do
         --sizes) SIZES=$2; shift 2;;
         --maxbatch) MAXBATCH=1; shift;;
         --timeout) PROG_TIMEOUT=$2; shift 2;;
+        --summary) SUMMARY=1; shift;;
         *) echo "unknown argument $1"; exit 1;;
     esac
 done
@@ -60,9 +63,9 @@ case "$CUDNN" in
 esac
 
 TS=dev/data/tinyshakespeare
-[ -f $TS/tiny_shakespeare_train.bin ] || bash dev/data/tinyshakespeare.sh || exit 1
+[ "$SUMMARY" = 1 ] || [ -f $TS/tiny_shakespeare_train.bin ] || bash dev/data/tinyshakespeare.sh || exit 1
 OUTDIR=${BENCH_DIR:-build/bench}
-mkdir -p "$OUTDIR"
+[ "$SUMMARY" = 1 ] || mkdir -p "$OUTDIR"
 JOBS=$(nproc)
 
 # peak memory of a process tree, sampled by nvidia-smi every 100 ms
@@ -101,52 +104,62 @@ run_one() {
     elif [ "$rc" -ne 0 ]; then echo "$name failed (rc $rc), see $log"; tail -5 "$log"; fi
     local first; first=$(awk '$2 == "step" { print $1; exit }' "$times")
     local ms; ms=$(median_ms "$log"); [ "$rc" -eq 124 ] && [ "$PROG_TIMEOUT" -gt 0 ] && ms=nan  # partial: not a result
-    echo "$name $model $b $ms $(peak_mib "$mem") $(mfu_of "$log") ${first:--}" >> "$OUTDIR/results.txt"
+    local mfu; mfu=$(mfu_of "$log")  # "-" when empty, so that a run without step lines keeps its columns
+    echo "$name $model $b $ms $(peak_mib "$mem") ${mfu:--} ${first:--}" >> "$OUTDIR/results.txt"
 }
 
-: > "$OUTDIR/results.txt"
-rm -f "$OUTDIR"/*.log.tmp "$OUTDIR"/*.times.tmp
-CONFIGS=${CONFIGS:-"$RECOMPUTE:$GELU"}
-for cudnn in 1 0; do
-    [ "$ONLY" = cudnn ] && [ $cudnn = 0 ] && continue
-    [ "$ONLY" = nocudnn ] && [ $cudnn = 1 ] && continue
-    home=$([ $cudnn = 1 ] && echo "$CUDNN_HOME_DIR")
-    make -j"$JOBS" train_gpt2cu USE_CUDNN=$cudnn CUDNN_HOME="$home" > "$OUTDIR/build_cudnn$cudnn.log" 2>&1 || { echo "build USE_CUDNN=$cudnn failed"; tail -20 "$OUTDIR/build_cudnn$cudnn.log"; continue; }
-    cp train_gpt2cu "$OUTDIR/train_gpt2cu_cudnn$cudnn"
-done
-for size in $SIZES; do
-    model=${size%:*}; b=${size#*:}
-    COMMON="-e $model -b $b -t $T -x $STEPS -v 0 -s 0 -i $TS/tiny_shakespeare_train.bin"
+if [ "$SUMMARY" = 1 ]; then
+    [ -f "$OUTDIR/results.txt" ] || { echo "--summary: no $OUTDIR/results.txt (set BENCH_DIR to an earlier run's directory)"; exit 1; }
+else
+    : > "$OUTDIR/results.txt"
+    rm -f "$OUTDIR"/*.log.tmp "$OUTDIR"/*.times.tmp
+    CONFIGS=${CONFIGS:-"$RECOMPUTE:$GELU"}
     for cudnn in 1 0; do
-        [ -x "$OUTDIR/train_gpt2cu_cudnn$cudnn" ] || continue
         [ "$ONLY" = cudnn ] && [ $cudnn = 0 ] && continue
         [ "$ONLY" = nocudnn ] && [ $cudnn = 1 ] && continue
-        impl=$([ $cudnn = 1 ] && echo "cudnn" || echo "attention.cuh")
-        for cfg in $CONFIGS; do
-            r=${cfg%:*}; ge=${cfg#*:}
-            run_one "$model-ours-$impl-r$r-ge$ge" "$model" "$b" "$OUTDIR/train_gpt2cu_cudnn$cudnn" $COMMON -r "$r" -ge "$ge"
-        done
+        home=$([ $cudnn = 1 ] && echo "$CUDNN_HOME_DIR")
+        make -j"$JOBS" train_gpt2cu USE_CUDNN=$cudnn CUDNN_HOME="$home" > "$OUTDIR/build_cudnn$cudnn.log" 2>&1 || { echo "build USE_CUDNN=$cudnn failed"; tail -20 "$OUTDIR/build_cudnn$cudnn.log"; continue; }
+        cp train_gpt2cu "$OUTDIR/train_gpt2cu_cudnn$cudnn"
     done
-    if [ "$TORCH" = 1 ]; then
-        for mode in $TORCH_MODES; do
-            run_one "$model-torch-$mode" "$model" "$b" python3 dev/torch_baseline.py -e "$model" -b "$b" -t "$T" -n "$STEPS" \
-                --compile "$mode" -i $TS/tiny_shakespeare_train.bin
+    for size in $SIZES; do
+        model=${size%:*}; b=${size#*:}
+        COMMON="-e $model -b $b -t $T -x $STEPS -v 0 -s 0 -i $TS/tiny_shakespeare_train.bin"
+        for cudnn in 1 0; do
+            [ -x "$OUTDIR/train_gpt2cu_cudnn$cudnn" ] || continue
+            [ "$ONLY" = cudnn ] && [ $cudnn = 0 ] && continue
+            [ "$ONLY" = nocudnn ] && [ $cudnn = 1 ] && continue
+            impl=$([ $cudnn = 1 ] && echo "cudnn" || echo "attention.cuh")
+            for cfg in $CONFIGS; do
+                r=${cfg%:*}; ge=${cfg#*:}
+                run_one "$model-ours-$impl-r$r-ge$ge" "$model" "$b" "$OUTDIR/train_gpt2cu_cudnn$cudnn" $COMMON -r "$r" -ge "$ge"
+            done
         done
-    fi
-    if [ "$REFERENCE" = 1 ]; then
-        run_one "$model-train_gpt2.py" "$model" "$b" python3 train_gpt2.py -e "$model" -b "$b" -t "$T" -x "$STEPS" -v 0 \
-            --compile 1 --flash 1 --dtype bfloat16 -i $TS/tiny_shakespeare_train.bin
-    fi
-done
+        if [ "$TORCH" = 1 ]; then
+            for mode in $TORCH_MODES; do
+                run_one "$model-torch-$mode" "$model" "$b" python3 dev/torch_baseline.py -e "$model" -b "$b" -t "$T" -n "$STEPS" \
+                    --compile "$mode" -i $TS/tiny_shakespeare_train.bin
+            done
+        fi
+        if [ "$REFERENCE" = 1 ]; then
+            run_one "$model-train_gpt2.py" "$model" "$b" python3 train_gpt2.py -e "$model" -b "$b" -t "$T" -x "$STEPS" -v 0 \
+                --compile 1 --flash 1 --dtype bfloat16 -i $TS/tiny_shakespeare_train.bin
+        fi
+    done
+fi
 
 echo
 echo "scripts/bench.sh $ARGS"
 echo "GPT-2 $SIZES (model:B), T=$T, bf16, $STEPS steps, median over steps after $WARM warm-up steps"
 cudnn_line=$(grep -h -m1 -E '^\| cuDNN ' "$OUTDIR"/*-ours-cudnn-*.log 2>/dev/null | head -1 | sed -E 's/^\| cuDNN +\| *//; s/ *\|$//')
+[ "$SUMMARY" = 1 ] && CUDNN_HOME_DIR=""  # this machine's, not necessarily the run's
 [ -n "$cudnn_line" ] && echo "cuDNN of the USE_CUDNN=1 build: $cudnn_line${CUDNN_HOME_DIR:+, from $CUDNN_HOME_DIR}"
 engine_line=$(grep -h -m1 -E '^\| attention ' "$OUTDIR"/*-ours-attention.cuh-*.log 2>/dev/null | head -1 | sed -E 's/^\| attention +\| *//; s/ *\|$//')
 [ -n "$engine_line" ] && echo "attention of the USE_CUDNN=0 build: $engine_line"
-[ "$TORCH" = 1 ] && echo "PyTorch: $(python3 -c 'import torch; print(torch.__version__, "(cuDNN", torch.backends.cudnn.version(), "loaded with it)")' 2>/dev/null)"
+if [ "$SUMMARY" = 1 ]; then
+    torch_line=$(grep -h -m1 -oE '^torch [^,]+' "$OUTDIR"/*-torch-*.log 2>/dev/null | head -1)
+    [ -n "$torch_line" ] && echo "PyTorch: ${torch_line#torch }"
+elif [ "$TORCH" = 1 ]; then echo "PyTorch: $(python3 -c 'import torch; print(torch.__version__, "(cuDNN", torch.backends.cudnn.version(), "loaded with it)")' 2>/dev/null)"
+fi
 printf "%-44s %5s %14s %10s %10s %7s %9s %8s %8s %8s\n" program B params ms/step tokens/s MFU "peak GiB" "first s" "speed x" "memory x"
 for size in $SIZES; do
     model=${size%:*}
@@ -159,10 +172,11 @@ for size in $SIZES; do
         [ "$m" = "$model" ] || continue
         awk -v n="$name" -v b="$b" -v p="${params:-0}" -v ms="$ms" -v mem="$mem" -v mfu="$mfu" -v first="$first" -v T="$T" \
             -v tms="${tms:-nan}" -v tmem="${tmem:-nan}" 'BEGIN {
-            tps = (ms > 0) ? b * T / (ms / 1000) : 0
-            sp = (tms > 0 && ms > 0) ? sprintf("%.3f", tms / ms) : "-"
-            mr = (tmem > 0 && mem > 0) ? sprintf("%.2f", mem / tmem) : "-"
-            printf "%-44s %5d %14s %10.1f %10.0f %6s%% %9.1f %8s %8s %8s\n", n, b, p, ms, tps, (mfu == "" ? "-" : mfu), mem / 1024, first, sp, mr }'
+            ok = (ms != "nan" && ms > 0)  # nan: no step lines (failed, or stopped by --timeout)
+            tps = ok ? b * T / (ms / 1000) : 0
+            sp = (ok && tms != "nan" && tms > 0) ? sprintf("%.3f", tms / ms) : "-"
+            mr = (ok && tmem > 0 && mem > 0) ? sprintf("%.2f", mem / tmem) : "-"
+            printf "%-44s %5d %14s %10.1f %10.0f %6s%% %9.1f %8s %8s %8s\n", n, b, p, ms, tps, (mfu == "" || mfu == "-" ? "-" : mfu), mem / 1024, first, sp, mr }'
     done < "$OUTDIR/results.txt"
 done
 echo "(speed x = the faster torch.compile mode's ms / ms; memory x = peak / that mode's peak; peak = nvidia-smi"
