@@ -168,7 +168,6 @@ expect_fail bench-bad-only "want cudnn or nocudnn" bash scripts/bench.sh --only 
 expect_fail bench-bad-sizes "is not model:B" bash scripts/bench.sh --sizes "d12:64 d48"
 expect_fail bench-bad-torch-mode "unknown mode reduce-overhead" bash scripts/bench.sh --torch-modes reduce-overhead
 expect_fail bench-bad-timeout "want whole seconds" bash scripts/bench.sh --timeout 5m
-run bench-summary bash dev/test/bench_summary_check.sh
 expect_fail torch-baseline-bad-model "unknown model descriptor; valid: d6, d12" python3 dev/torch_baseline.py -e d13
 
 echo
