@@ -11,6 +11,7 @@
 #   NO_USE_MPI=0|1                       build without MPI (default: 0 when OpenMPI headers are found)
 #   GPU_COMPUTE_CAPABILITY=90            target architecture (default: read from nvidia-smi, else 90)
 #   CUDNN_FRONTEND_PATH=DIR              cuDNN frontend include dir (default: found via pip package)
+#   EXTRA_NVCC_FLAGS="-D..."             tuning overrides for A/B builds (own build dir; printed below)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -51,11 +52,16 @@ BUILD_TAG := $(PRECISION)-cudnn$(USE_CUDNN)-nccl$(if $(filter 0,$(NO_MULTI_GPU))
 ifneq ($(and $(filter 1,$(USE_CUDNN)),$(strip $(CUDNN_HOME))),)
   BUILD_TAG := $(BUILD_TAG)-cudnnhome$(shell printf '%s' '$(strip $(CUDNN_HOME))' | cksum | cut -d' ' -f1)
 endif
+# EXTRA_NVCC_FLAGS (e.g. -DGPT2_CUDNN_BACKWARD=1, -DLAYERNORM_BWD_ROWS_PER_WARP=8): A/B builds of the
+# trainer with a tuning override; they get build dirs of their own, named by a checksum of the flags
+ifneq ($(strip $(EXTRA_NVCC_FLAGS)),)
+  BUILD_TAG := $(BUILD_TAG)-x$(shell printf '%s' '$(strip $(EXTRA_NVCC_FLAGS))' | cksum | cut -d' ' -f1)
+endif
 BUILD_DIR := build/$(BUILD_TAG)
 
 NVCC_FLAGS := -O3 -std=c++17 --use_fast_math -lineinfo -Xptxas=-warn-spills -Xcompiler=-Wall,-Wno-unused-function
 NVCC_FLAGS += $(ARCH_FLAGS)
-NVCC_FLAGS += -DENABLE_$(PRECISION) -I.
+NVCC_FLAGS += -DENABLE_$(PRECISION) -I. $(EXTRA_NVCC_FLAGS)
 NVCC_LDLIBS := -lcublas -lcublasLt -ldl
 GPU_EXTRA_SRCS :=
 ifeq ($(NO_MULTI_GPU),0)
@@ -88,7 +94,7 @@ info:
 	@echo "$(if $(filter 1,$(USE_CUDNN)),✓,✗) cuDNN flash attention (USE_CUDNN=$(USE_CUDNN))$(if $(filter 1,$(USE_CUDNN)), frontend: $(CUDNN_FRONTEND_PATH))"
 	@echo "$(call ok,$(NO_MULTI_GPU)) NCCL multi-GPU (NO_MULTI_GPU=$(NO_MULTI_GPU))"
 	@echo "$(call ok,$(NO_USE_MPI)) OpenMPI start-up (NO_USE_MPI=$(NO_USE_MPI))"
-	@echo "  build dir: $(BUILD_DIR)"
+	@echo "  build dir: $(BUILD_DIR)"$(if $(strip $(EXTRA_NVCC_FLAGS)),; echo "  extra nvcc flags: $(EXTRA_NVCC_FLAGS)")
 	@echo "---------------------------------------------"
 
 # Binaries are built per switch combination under $(BUILD_DIR) and copied to the repo root, so

@@ -674,11 +674,9 @@ static void print_run_table(Trainer& tr, const GPT2Config& mc, const cudaDeviceP
     row_i("master weights", gpt2_uses_master_weights(&tr.model));
     row_i("zero stage", c.zero_stage);
     row_s("precision", PRECISION_MODE_NAME);
+    row_s("attention", gpt2_attention_name());
 #ifdef ENABLE_CUDNN
-    row_s("attention", "cuDNN flash attention");
     row_s("cuDNN", cudnn_version_string());
-#else
-    row_s("attention", std::string("llmc/attention.cuh, ") + attention_engine_name());
 #endif
     printf("+-----------------------+----------------------------------------------------+\n");
     row_s("device", props.name);

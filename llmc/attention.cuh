@@ -132,18 +132,47 @@ __global__ void __launch_bounds__(ATT_ROWS) attention_forward_fp32_kernel(floatX
     lse[((size_t)b * NH + h) * T + t] = m + logf(l);
 }
 
-// D[b,h,t] = sum_d dout * out (the softmax-backward row term). One thread per (b,t,h).
-__global__ void attention_backward_d_kernel(float* dvec, const floatX* dout, const floatX* out, int B, int T, int NH) {
-    const int idx = blockIdx.x * blockDim.x + threadIdx.x;  // over (b, t, h)
-    if (idx >= B * T * NH) return;
-    const int h = idx % NH, bt = idx / NH, t = bt % T, b = bt / T;
-    const size_t off = (size_t)idx * ATT_HS;
-    float s = 0.f;
-    for (int d = 0; d < ATT_HS; d += x128::size) {
-        x128 a = load128(dout + off + d), o = load128(out + off + d);
-        for (int k = 0; k < x128::size; k++) s += (float)a[k] * (float)o[k];
+// D[b,h,t] = sum_d dout * out (the softmax-backward row term). A block per (b, ATT_D_T positions): its
+// ATT_D_T * NH rows are contiguous in the (B,T,NH,HS) layout, read ATT_D_LANES lanes per row (one 16-byte
+// load each of dout and out, so 8 lanes read whole 128-byte lines), summed by a fixed shuffle tree,
+// staged in shared memory (NH, ATT_D_T) and written ATT_D_T consecutive t per head, coalesced in D's
+// (B,NH,T) layout. (Was one thread per row: 16-byte loads at a 128-byte stride, writes at a stride of T.)
+constexpr int ATT_D_T = 32;
+constexpr int ATT_D_LANES = ATT_HS / x128::size;  // 8 in bf16, 16 in fp32
+constexpr int ATT_D_THREADS = 256;
+static_assert(WARP_SIZE % ATT_D_LANES == 0, "a row's lanes share a warp");
+
+__global__ void __launch_bounds__(ATT_D_THREADS) attention_backward_d_kernel(float* dvec, const floatX* dout,
+                                                                          const floatX* out, int T, int NH) {
+    extern __shared__ float att_d_rows[];  // (NH, ATT_D_T)
+    const int b = blockIdx.y, t0 = blockIdx.x * ATT_D_T;
+    const int nt = min(ATT_D_T, T - t0), rows = nt * NH;
+    const size_t base = ((size_t)b * T + t0) * NH * ATT_HS;
+    const int sub = threadIdx.x % ATT_D_LANES;
+    constexpr int rows_per_pass = ATT_D_THREADS / ATT_D_LANES;
+    // the loop bound is the same for a whole warp (its rows are r0 + 0..31/ATT_D_LANES), so every lane
+    // reaches the shuffles; rows past the end read nothing and add zeros
+    const int warp_row0 = threadIdx.x / WARP_SIZE * (WARP_SIZE / ATT_D_LANES);
+    const int my = (threadIdx.x % WARP_SIZE) / ATT_D_LANES;
+#pragma unroll 2
+    for (int r0 = warp_row0; r0 < rows; r0 += rows_per_pass) {
+        const int r = r0 + my;
+        float s = 0.f;
+        if (r < rows) {
+            const size_t off = base + (size_t)r * ATT_HS + sub * x128::size;
+            const x128 a = load128(dout + off), o = load128cs(out + off);  // out: last read of the step
+#pragma unroll
+            for (int k = 0; k < x128::size; k++) s += (float)a[k] * (float)o[k];
+        }
+#pragma unroll
+        for (int m = ATT_D_LANES / 2; m > 0; m /= 2) s += __shfl_xor_sync(0xffffffffu, s, m);
+        if (sub == 0 && r < rows) att_d_rows[(r % NH) * ATT_D_T + r / NH] = s;
     }
-    dvec[((size_t)b * NH + h) * T + t] = s;
+    __syncthreads();
+    for (int i = threadIdx.x; i < NH * ATT_D_T; i += ATT_D_THREADS) {
+        const int h = i / ATT_D_T, tl = i % ATT_D_T;
+        if (tl < nt) dvec[((size_t)b * NH + h) * T + t0 + tl] = att_d_rows[i];
+    }
 }
 
 // dq_i = scale * sum_{j<=i} p_ij (dp_ij - D_i) k_j, with p_ij = exp(scale q_i.k_j - lse_i), dp_ij = do_i.v_j
@@ -1069,6 +1098,16 @@ inline void attention_check_shape(int C, int NH) {
     }
 }
 
+// D = rowsum(dout * out) into scratch_d (B, NH, T): the first step of both backwards
+inline void attention_backward_d(float* scratch_d, const floatX* dout, const floatX* out, int B, int T, int NH,
+                                 cudaStream_t stream) {
+    const size_t smem = (size_t)NH * ATT_D_T * sizeof(float);
+    if (smem > 48 * 1024) fatal("attention_backward_d: NH=%d heads need %zu bytes of shared memory (48 KB at most)", NH, smem);
+    dim3 grid(ceil_div(T, ATT_D_T), B);
+    attention_backward_d_kernel<<<grid, ATT_D_THREADS, smem, stream>>>(scratch_d, dout, out, T, NH);
+    cudaCheckLaunch();
+}
+
 // fp32 CUDA-core path (any floatX): FP32 builds, and the reference the lab checks the bf16 path against
 inline void attention_forward_fp32(floatX* out, float* lse, const floatX* inp, int B, int T, int NH,
                                    cudaStream_t stream) {
@@ -1079,8 +1118,7 @@ inline void attention_forward_fp32(floatX* out, float* lse, const floatX* inp, i
 
 inline void attention_backward_fp32(floatX* dinp, float* scratch_d, const floatX* dout, const floatX* inp,
                                     const floatX* out, const float* lse, int B, int T, int NH, cudaStream_t stream) {
-    attention_backward_d_kernel<<<ceil_div(B * T * NH, 256), 256, 0, stream>>>(scratch_d, dout, out, B, T, NH);
-    cudaCheckLaunch();
+    attention_backward_d(scratch_d, dout, out, B, T, NH, stream);
     dim3 grid(ceil_div(T, ATT_ROWS), NH, B);
     attention_backward_dq_fp32_kernel<<<grid, ATT_ROWS, 0, stream>>>(dinp, dout, inp, lse, scratch_d, T, NH);
     cudaCheckLaunch();
@@ -1104,8 +1142,7 @@ template <class Elem>
 inline void attention_backward_tc(Elem* dinp, float* scratch_d, const Elem* dout, const Elem* inp, const Elem* out,
                                   const float* lse, int B, int T, int NH, cudaStream_t stream) {
     static_assert(std::is_same<Elem, __nv_bfloat16>::value, "the tensor-core attention kernels take bf16");
-    attention_backward_d_kernel<<<ceil_div(B * T * NH, 256), 256, 0, stream>>>(scratch_d, dout, out, B, T, NH);
-    cudaCheckLaunch();
+    attention_backward_d(scratch_d, dout, out, B, T, NH, stream);
     dim3 grid(ceil_div(T, ATT_TC_TILE), NH, B);
 #if defined(LLMC_SM90A)
     cudaCheck(cudaFuncSetAttribute(attention_backward_dkv_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

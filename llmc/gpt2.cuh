@@ -369,6 +369,31 @@ inline void gpt2_free(GPT2* model) {
 
 // ----------------------------------------------------------------------------
 // attention dispatch: the one place where USE_CUDNN chooses the implementation
+//
+// cuDNN builds for sm_90a (GPU_COMPUTE_CAPABILITY=90, LLMC_SM90A) run cuDNN's forward and
+// llmc/attention.cuh's wgmma backward: both backwards are deterministic, and ours is faster (lab, H200,
+// B=64 T=1024 NH=12: 0.908 against cuDNN 9.19's 1.10 ms per layer; dev/cuda/PERF.md row 22). The forward's
+// statistics are the same quantity on both sides (natural-log log-sum-exp of the scaled scores, (B,NH,T)
+// fp32; dev/cuda/attention_crosscheck checks the mixed pair against cuDNN's own backward). Other targets keep
+// cuDNN's backward (attention.cuh's mma.sync backward is slower than cuDNN's there).
+// -DGPT2_CUDNN_BACKWARD=1 forces cuDNN's backward (A/B builds: make EXTRA_NVCC_FLAGS=...).
+#if defined(ENABLE_CUDNN) && !defined(GPT2_CUDNN_BACKWARD)
+#if defined(LLMC_SM90A)
+#define GPT2_CUDNN_BACKWARD 0
+#else
+#define GPT2_CUDNN_BACKWARD 1
+#endif
+#endif
+
+// What the binary runs, for the run table: "cuDNN flash attention", or the mixed pair.
+inline std::string gpt2_attention_name() {
+#if defined(ENABLE_CUDNN)
+    if (GPT2_CUDNN_BACKWARD) return "cuDNN flash attention";
+    return "cuDNN forward, attention.cuh wgmma backward";  // GPT2_CUDNN_BACKWARD is 0 only on sm_90a
+#else
+    return std::string("llmc/attention.cuh, ") + attention_engine_name();
+#endif
+}
 
 inline void gpt2_attention_forward(GpuContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
                                    int NH, cudaStream_t stream) {
@@ -383,13 +408,14 @@ inline void gpt2_attention_forward(GpuContext& ctx, floatX* out, float* lse, con
 inline void gpt2_attention_backward(GpuContext& ctx, floatX* dqkv, float* scratch, const floatX* dout,
                                     const floatX* qkv, const floatX* out, const float* lse, int B, int T, int C, int NH,
                                     cudaStream_t stream) {
-#ifdef ENABLE_CUDNN
-    (void)scratch;
-    attention_backward_cudnn(*ctx.cudnn, dqkv, dout, qkv, out, lse, B, T, NH, C, stream);
-#else
+#if defined(ENABLE_CUDNN)
+    if constexpr (GPT2_CUDNN_BACKWARD) {
+        attention_backward_cudnn(*ctx.cudnn, dqkv, dout, qkv, out, lse, B, T, NH, C, stream);
+        return;
+    }
+#endif
     (void)ctx;
     attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream);
-#endif
 }
 
 // ----------------------------------------------------------------------------

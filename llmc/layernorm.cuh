@@ -108,9 +108,18 @@ __global__ void layernorm_recompute_kernel(floatX* out, const floatX* inp, const
 #ifndef LAYERNORM_BWD_ROWS_PER_WARP  // -D override for lab sweeps
 #define LAYERNORM_BWD_ROWS_PER_WARP 4
 #endif
-constexpr int LAYERNORM_BWD_ROWS = LAYERNORM_BWD_ROWS_PER_WARP;  // rows per warp in flight
+constexpr int LAYERNORM_BWD_ROWS = LAYERNORM_BWD_ROWS_PER_WARP;  // rows per warp in flight (rows re-read)
+#ifndef LAYERNORM_BWD_REG_VECTORS  // -D override for lab sweeps; 0 turns the row-in-registers path off
+#define LAYERNORM_BWD_REG_VECTORS 8
+#endif
+// Row-in-registers path (VPL > 0): a warp holds R rows of dout and inp, VPL 8-element vectors per lane
+// each, with R * VPL <= LAYERNORM_BWD_REG_VECTORS (d12: VPL 3, R 2; d48: VPL 7, R 1).
+template <int VPL>
+__host__ __device__ constexpr int layernorm_bwd_rows() {
+    return VPL == 0 ? LAYERNORM_BWD_ROWS : (LAYERNORM_BWD_REG_VECTORS / VPL > 1 ? LAYERNORM_BWD_REG_VECTORS / VPL : 1);
+}
 
-// LayerNorm backward in one pass over the rows. Warp per row (LAYERNORM_BWD_ROWS of them at a time):
+// LayerNorm backward in one pass over the rows. Warp per row (R of them at a time):
 //   dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)),  dnorm = dout * weight
 // and per-block partial sums of the column sums: dweight (dout * norm), dbias (dout) and, when
 // SumDinp, the updated dinp itself (the bias gradient of the matmul whose output was added to this
@@ -120,13 +129,19 @@ constexpr int LAYERNORM_BWD_ROWS = LAYERNORM_BWD_ROWS_PER_WARP;  // rows per war
 // different banks (the row-major layout made every accumulator update an 8-way bank conflict). The
 // block then adds its warps' copies in a fixed order into partials (NACC, gridDim.x, C);
 // column_finish adds the blocks in a fixed order (one launch for all of them).
+// VPL > 0 (C <= VPL * 256): every load of a row group is issued first, dout and inp of the R rows
+// into registers (read once), then, for the second pass, dinp; VPL == 0: any C, the rows' vectors are
+// loaded per 256-channel step and dout / inp read again in the second pass (from L2, mostly). Same
+// arithmetic and summation order either way, so both give the same bits for the same R.
 
-template <bool SumDinp>
+template <bool SumDinp, int VPL>
 __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
                                           const floatX* weight, const float* mean, const float* rstd, int N, int C,
                                           int slots) {
     constexpr int NACC = SumDinp ? 3 : 2;
     constexpr int V = x128::size;
+    constexpr int R = layernorm_bwd_rows<VPL>();
+    constexpr int NV = VPL > 0 ? VPL : 1;
     extern __shared__ float smem[];  // (warps, NACC, slots)
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
@@ -141,10 +156,10 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
     const int rows_per_block = ceil_div(N, gridDim.x);
     const int row_begin = blockIdx.x * rows_per_block;
     const int row_end = min(N, row_begin + rows_per_block);
-    // LAYERNORM_BWD_ROWS rows per warp at a time (rows r, r + num_warps, ...): more loads in flight,
-    // and one shared-memory update per channel for all of them. Missing rows (past the block's
-    // range) repeat the first row with weight 0 and are not stored.
-    constexpr int R = LAYERNORM_BWD_ROWS;
+    const x128 zero{};
+    // R rows per warp at a time (rows r, r + num_warps, ...): more loads in flight, and one
+    // shared-memory update per channel for all of them. Missing rows (past the block's range) repeat
+    // the first row with weight 0 and are not stored.
     for (int row = row_begin + warp; row < row_end; row += R * num_warps) {
         size_t off[R];
         float m[R], s[R], wr[R], sum_dn[R], sum_dnn[R];
@@ -159,13 +174,21 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
             sum_dn[r] = 0.f;
             sum_dnn[r] = 0.f;
         }
-        for (int c = lane * V, j = 0; c < C; c += WARP_SIZE * V, j++) {
-            x128 d[R], x[R];
+        // register path: the whole row group's dout and inp, last reads (evict first)
+        x128 dreg[R][NV], xreg[R][NV];
+        if constexpr (VPL > 0) {
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                d[r] = load128(dout + off[r] + c);
-                x[r] = load128(inp + off[r] + c);
+            for (int j = 0; j < VPL; j++) {
+                const int c = (j * WARP_SIZE + lane) * V;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    dreg[r][j] = c < C ? load128cs(dout + off[r] + c) : zero;
+                    xreg[r][j] = c < C ? load128cs(inp + off[r] + c) : zero;
+                }
             }
+        }
+        // first pass at one 256-channel step: row sums, column partial sums of dweight and dbias
+        auto first = [&](int j, int c, const x128 (&d)[R], const x128 (&x)[R]) {
             const x128 w = load128(weight + c);
 #pragma unroll
             for (int k = 0; k < V; k++) {
@@ -183,20 +206,9 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
                 acc_dw[slot] += dw;
                 acc_db[slot] += db;
             }
-        }
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            sum_dn[r] = warp_reduce_sum(sum_dn[r]) / C;    // now mean(dnorm)
-            sum_dnn[r] = warp_reduce_sum(sum_dnn[r]) / C;  // now mean(dnorm * norm)
-        }
-        for (int c = lane * V, j = 0; c < C; c += WARP_SIZE * V, j++) {
-            x128 d[R], x[R], g[R];
-#pragma unroll
-            for (int r = 0; r < R; r++) {  // the last reads of dout and inp: evict first, so the first
-                d[r] = load128cs(dout + off[r] + c);  // pass's rows of other warps stay in L2 for their turn
-                x[r] = load128cs(inp + off[r] + c);
-                g[r] = load128(dinp + off[r] + c);
-            }
+        };
+        // second pass at one step: dinp += ..., stored, and its column partial sum
+        auto second = [&](int j, int c, const x128 (&d)[R], const x128 (&x)[R], x128 (&g)[R]) {
             const x128 w = load128(weight + c);
 #pragma unroll
             for (int k = 0; k < V; k++) {
@@ -213,6 +225,66 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 if (wr[r] != 0.0f) store128(dinp + off[r] + c, g[r]);
+            }
+        };
+        if constexpr (VPL > 0) {
+#pragma unroll
+            for (int j = 0; j < VPL; j++) {
+                const int c = (j * WARP_SIZE + lane) * V;
+                x128 d[R], x[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    d[r] = dreg[r][j];
+                    x[r] = xreg[r][j];
+                }
+                if (c < C) first(j, c, d, x);
+            }
+        } else {
+            for (int c = lane * V, j = 0; c < C; c += WARP_SIZE * V, j++) {
+                x128 d[R], x[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    d[r] = load128(dout + off[r] + c);
+                    x[r] = load128(inp + off[r] + c);
+                }
+                first(j, c, d, x);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            sum_dn[r] = warp_reduce_sum(sum_dn[r]) / C;    // now mean(dnorm)
+            sum_dnn[r] = warp_reduce_sum(sum_dnn[r]) / C;  // now mean(dnorm * norm)
+        }
+        if constexpr (VPL > 0) {
+            x128 greg[R][NV];  // every dinp load of the group before any arithmetic
+#pragma unroll
+            for (int j = 0; j < VPL; j++) {
+                const int c = (j * WARP_SIZE + lane) * V;
+#pragma unroll
+                for (int r = 0; r < R; r++) greg[r][j] = c < C ? load128(dinp + off[r] + c) : zero;
+            }
+#pragma unroll
+            for (int j = 0; j < VPL; j++) {
+                const int c = (j * WARP_SIZE + lane) * V;
+                x128 d[R], x[R], g[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    d[r] = dreg[r][j];
+                    x[r] = xreg[r][j];
+                    g[r] = greg[r][j];
+                }
+                if (c < C) second(j, c, d, x, g);
+            }
+        } else {
+            for (int c = lane * V, j = 0; c < C; c += WARP_SIZE * V, j++) {
+                x128 d[R], x[R], g[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) {  // the last reads of dout and inp: evict first, so the first
+                    d[r] = load128cs(dout + off[r] + c);  // pass's rows of other warps stay in L2 for their turn
+                    x[r] = load128cs(inp + off[r] + c);
+                    g[r] = load128(dinp + off[r] + c);
+                }
+                second(j, c, d, x, g);
             }
         }
     }
@@ -290,6 +362,30 @@ inline size_t layernorm_backward_smem(int C, bool sum_dinp, int warps) {
     return (size_t)warps * (sum_dinp ? 3 : 2) * layernorm_backward_slots(C) * sizeof(float);
 }
 
+// Vectors per lane of the row-in-registers backward for width C (llmc/layernorm.cuh's kernel comment),
+// 0 for the re-reading kernel: the GPT-2 widths 768 / 1024 / 1280 / 1600 take 3 / 4 / 5 / 7.
+inline int layernorm_backward_vpl(int C) {
+    const int vpl = ceil_div(C, WARP_SIZE * x128::size);
+    if (LAYERNORM_BWD_REG_VECTORS == 0 || vpl > 8) return 0;
+    return vpl;
+}
+
+// Calls f(kernel instance) for SumDinp and C: the one place where the width picks the instance.
+template <bool SumDinp, class F>
+inline void layernorm_backward_dispatch(int C, F&& f) {
+    switch (layernorm_backward_vpl(C)) {
+        case 1: f(layernorm_backward_kernel<SumDinp, 1>); break;
+        case 2: f(layernorm_backward_kernel<SumDinp, 2>); break;
+        case 3: f(layernorm_backward_kernel<SumDinp, 3>); break;
+        case 4: f(layernorm_backward_kernel<SumDinp, 4>); break;
+        case 5: f(layernorm_backward_kernel<SumDinp, 5>); break;
+        case 6: f(layernorm_backward_kernel<SumDinp, 6>); break;
+        case 7: f(layernorm_backward_kernel<SumDinp, 7>); break;
+        case 8: f(layernorm_backward_kernel<SumDinp, 8>); break;
+        default: f(layernorm_backward_kernel<SumDinp, 0>); break;
+    }
+}
+
 // The grid per (C, SumDinp) is worked out once and kept in ctx.layernorm_grids (LayerNormBackwardGrid:
 // llmc/gpu_context.cuh).
 template <bool SumDinp>
@@ -297,22 +393,26 @@ inline LayerNormBackwardGrid layernorm_backward_grid_for(GpuContext& ctx, int N,
     auto it = ctx.layernorm_grids.find({C, SumDinp});
     if (it == ctx.layernorm_grids.end()) {
         LayerNormBackwardGrid g;
-        cudaFuncAttributes attr;
-        cudaCheck(cudaFuncGetAttributes(&attr, layernorm_backward_kernel<SumDinp>));
-        const size_t limit = ctx.props.sharedMemPerBlockOptin - attr.sharedSizeBytes;  // minus its static smem
-        g.warps = LAYERNORM_BWD_WARPS;
-        while (g.warps > 1 && layernorm_backward_smem(C, SumDinp, g.warps) > limit) g.warps /= 2;
-        g.smem = layernorm_backward_smem(C, SumDinp, g.warps);
-        if (g.smem > limit) {
-            fatal("layernorm_backward: C=%d needs %zu bytes of shared memory even with one warp per block; this GPU "
-                  "allows %zu", C, g.smem, limit);
-        }
-        allow_dynamic_smem(layernorm_backward_kernel<SumDinp>, g.smem);
-        int per_sm = 0;
-        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layernorm_backward_kernel<SumDinp>,
-                                                                g.warps * WARP_SIZE, g.smem));
-        if (per_sm < 1) fatal("layernorm_backward: no block of %d warps with %zu bytes of shared memory fits (C=%d)", g.warps, g.smem, C);
-        g.blocks = per_sm * ctx.props.multiProcessorCount;
+        layernorm_backward_dispatch<SumDinp>(C, [&](auto kernel) {
+            cudaFuncAttributes attr;
+            cudaCheck(cudaFuncGetAttributes(&attr, kernel));
+            const size_t limit = ctx.props.sharedMemPerBlockOptin - attr.sharedSizeBytes;  // minus its static smem
+            g.warps = LAYERNORM_BWD_WARPS;
+            while (g.warps > 1 && layernorm_backward_smem(C, SumDinp, g.warps) > limit) g.warps /= 2;
+            g.smem = layernorm_backward_smem(C, SumDinp, g.warps);
+            if (g.smem > limit) {
+                fatal("layernorm_backward: C=%d needs %zu bytes of shared memory even with one warp per block; this "
+                      "GPU allows %zu", C, g.smem, limit);
+            }
+            allow_dynamic_smem(kernel, g.smem);
+            int per_sm = 0;
+            cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.warps * WARP_SIZE, g.smem));
+            if (per_sm < 1) {
+                fatal("layernorm_backward: no block of %d warps with %zu bytes of shared memory fits (C=%d)", g.warps,
+                      g.smem, C);
+            }
+            g.blocks = per_sm * ctx.props.multiProcessorCount;
+        });
         it = ctx.layernorm_grids.emplace(std::make_pair(C, SumDinp), g).first;
     }
     LayerNormBackwardGrid out = it->second;
@@ -344,13 +444,12 @@ inline void layernorm_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, f
     const bool sum_dinp = dinp_colsum != nullptr;
     const LayerNormBackwardGrid g = layernorm_backward_grid(ctx, N, C, sum_dinp);
     const int slots = layernorm_backward_slots(C);
-    if (sum_dinp) {
-        layernorm_backward_kernel<true><<<g.blocks, g.warps * WARP_SIZE, g.smem, stream>>>(
-            dinp, scratch, dout, inp, weight, mean, rstd, N, C, slots);
-    } else {
-        layernorm_backward_kernel<false><<<g.blocks, g.warps * WARP_SIZE, g.smem, stream>>>(
-            dinp, scratch, dout, inp, weight, mean, rstd, N, C, slots);
-    }
+    auto launch = [&](auto kernel) {
+        kernel<<<g.blocks, g.warps * WARP_SIZE, g.smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C,
+                                                                 slots);
+    };
+    if (sum_dinp) layernorm_backward_dispatch<true>(C, launch);
+    else layernorm_backward_dispatch<false>(C, launch);
     cudaCheckLaunch();
     floatX* outs[] = {dweight, dbias, dinp_colsum};
     column_finish(outs, sum_dinp ? 3 : 2, scratch, g.blocks, C, stream);

@@ -302,7 +302,16 @@ __global__ void matmul_add_weight_bias_grads_kernel(floatX* dweight, floatX* dbi
     const int c = j * x128::size;
     floatX* dst = dweight + (size_t)oc * C + c;
     x128 w = load128(dst);
-    for (int k = 0; k < x128::size; k++) w[k] = (floatX)((float)w[k] + src[c + k]);
+    // 16-byte loads of ext (ld and c are multiples of 4 floats): was one 4-byte load per value
+    const float4* src4 = reinterpret_cast<const float4*>(src + c);
+#pragma unroll
+    for (int q = 0; q < x128::size / 4; q++) {
+        const float4 e = __ldcs(src4 + q);  // read once: evict first
+        w[4 * q + 0] = (floatX)((float)w[4 * q + 0] + e.x);
+        w[4 * q + 1] = (floatX)((float)w[4 * q + 1] + e.y);
+        w[4 * q + 2] = (floatX)((float)w[4 * q + 2] + e.z);
+        w[4 * q + 3] = (floatX)((float)w[4 * q + 3] + e.w);
+    }
     store128(dst, w);
 }
 

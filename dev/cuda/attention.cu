@@ -42,6 +42,22 @@ __global__ void fill_kernel(floatX* p, size_t n, uint32_t seed, float scale) {
     }
 }
 
+// The D = rowsum(dout * out) kernel before PERF.md row 23 (one thread per (b, t, h) row), kept to time
+// the coalesced one against it
+__global__ void attention_backward_d_rowwise_kernel(float* dvec, const floatX* dout, const floatX* out, int B, int T,
+                                                    int NH) {
+    const int idx = blockIdx.x * blockDim.x + threadIdx.x;  // over (b, t, h)
+    if (idx >= B * T * NH) return;
+    const int h = idx % NH, bt = idx / NH, t = bt % T, b = bt / T;
+    const size_t off = (size_t)idx * HS;
+    float s = 0.f;
+    for (int d = 0; d < HS; d += x128::size) {
+        x128 a = load128(dout + off + d), o = load128(out + off + d);
+        for (int k = 0; k < x128::size; k++) s += (float)a[k] * (float)o[k];
+    }
+    dvec[((size_t)b * NH + h) * T + t] = s;
+}
+
 // ----------------------------------------------------------------------------
 // CPU fp64 reference
 
@@ -244,6 +260,15 @@ struct Timing {
     double fwd_tflops, bwd_tflops;
 };
 
+// D = rowsum(dout * out) alone: the coalesced kernel against the row-per-thread one it replaced (equal
+// within fp32 summation order: checked here on the timing inputs), and its traffic rate
+struct DTiming {
+    Shape s;
+    float ms, rowwise_ms;
+    double max_rel;
+};
+static std::vector<DTiming> d_rows;
+
 static void time_shape(const Shape& s, std::vector<Timing>& rows) {
     const int C = s.NH * HS;
     const size_t n_inp = (size_t)s.B * s.T * 3 * C, n_out = (size_t)s.B * s.T * C;
@@ -263,6 +288,25 @@ static void time_shape(const Shape& s, std::vector<Timing>& rows) {
     float f = GpuTimer().median_ms([&] { attention_forward(buf.out, buf.lse, inp, s.B, s.T, C, s.NH, 0); });
     float b = GpuTimer().median_ms([&] { attention_backward(buf.dinp, buf.scratch, dout, inp, buf.out, buf.lse, s.B, s.T, C, s.NH, 0); });
     add("tensor core", f, b);
+    {
+        const size_t n_d = buf.n_scratch;
+        float* d_old = nullptr;
+        cudaCheck(cudaMalloc(&d_old, n_d * sizeof(float)));
+        cudaCheck(cudaMemset(buf.scratch, 0xFF, n_d * sizeof(float)));
+        const float dm = GpuTimer().median_ms([&] { attention_backward_d(buf.scratch, dout, buf.out, s.B, s.T, s.NH, 0); });
+        const float dr = GpuTimer().median_ms([&] {
+            attention_backward_d_rowwise_kernel<<<ceil_div(s.B * s.T * s.NH, 256), 256>>>(d_old, dout, buf.out, s.B, s.T, s.NH);
+        });
+        cudaCheckLaunch();
+        const auto a = download(buf.scratch, n_d), r = download(d_old, n_d);
+        double max_rel = 0;
+        for (size_t i = 0; i < n_d; i++) {
+            const double e = std::isfinite(a[i]) ? std::fabs((double)a[i] - r[i]) / (std::fabs((double)r[i]) + 1e-3) : 1e30;
+            max_rel = std::max(max_rel, e);
+        }
+        d_rows.push_back({s, dm, dr, max_rel});
+        cudaFreeCheck(&d_old);
+    }
     f = GpuTimer().median_ms([&] { attention_forward_fp32(buf.out, buf.lse, inp, s.B, s.T, s.NH, 0); });
     b = GpuTimer().median_ms([&] { attention_backward_fp32(buf.dinp, buf.scratch, dout, inp, buf.out, buf.lse, s.B, s.T, s.NH, 0); });
     add("fp32 cuda core", f, b);
@@ -300,6 +344,16 @@ int main() {
     for (size_t i = 0; i + 1 < rows.size(); i += 2) {
         printf("speedup tc over fp32 at (%d,%d,%d): fwd %.1fx, bwd %.1fx\n", rows[i].s.B, rows[i].s.T, rows[i].s.NH,
                rows[i + 1].fwd_ms / rows[i].fwd_ms, rows[i + 1].bwd_ms / rows[i].bwd_ms);
+    }
+    printf("%-18s %12s %12s %10s %14s\n", "D = rowsum(dO*O)", "coalesced ms", "rowwise ms", "GB/s", "max rel diff");
+    for (const DTiming& d : d_rows) {
+        char shape[32];
+        snprintf(shape, sizeof(shape), "(%d,%d,%d)", d.s.B, d.s.T, d.s.NH);
+        const double bytes = 2.0 * d.s.B * d.s.T * d.s.NH * HS * sizeof(floatX) + 4.0 * d.s.B * d.s.T * d.s.NH;
+        const bool same = d.max_rel < 1e-4;
+        printf("%-18s %12.4f %12.4f %10.0f %14.2e %s\n", shape, d.ms, d.rowwise_ms, bytes / (d.ms * 1e-3) / 1e9, d.max_rel,
+               same ? "ok" : "FAIL");
+        if (!same) failed++;
     }
     printf("%s\n", failed ? "FAILED" : "ALL PASSED");
     return failed ? 1 : 0;

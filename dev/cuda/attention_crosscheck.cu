@@ -5,12 +5,13 @@
  * The third side, a PyTorch fp32/fp64 reference, is dev/cuda/attention_crosscheck.py, reading the
  * files this program writes with --dump.
  *
- * Per shape (HS = 64; (B,T,NH) = (1,64,2), (4,256,4), (3,200,2), (8,1024,12), (2,2048,16)): fresh random
+ * Per shape (HS = 64; (B,T,NH) = (1,64,2), (4,256,4), (3,200,2), (8,1024,12), (2,2048,16), (2,1024,25)): fresh random
  * qkv (B,T,3,NH,HS) with q, k ~ 1.5 N(0,1) (scaled scores of std ~2.25: the softmax is neither flat nor
  * one-hot), v, dout ~ N(0,1), rounded to bf16; every output poisoned with 0xFF bytes (NaN) first.
  * Compares attention.cuh against cuDNN for out, lse (cuDNN's stats), dq, dk, dv: max abs difference
  * and rel L2 = ||attention.cuh - cudnn|| / ||cudnn||; a tensor passes when rel L2 < 1e-2 and both
- * sides are all finite. Exit status 1 if any tensor fails (the dump files are still written).
+ * sides are all finite. Then the pair that USE_CUDNN=1 builds for sm_90a run (llmc/gpt2.cuh): attention.cuh's
+ * backward fed cuDNN's out and stats, its dq, dk, dv against cuDNN's backward, same criterion. Exit status 1 if any tensor fails (the dump files are still written).
  *
  * --dump DIR writes DIR/shape_<i>.bin (i = 0.. in the order above), little-endian:
  *   header   256 x int32: [0] magic 20240611, [1] version 1, [2] B, [3] T, [4] NH, [5] HS,
@@ -115,15 +116,18 @@ static bool check_shape(CudnnState& st, const Shape& s, uint64_t seed, const cha
     floatX* dout = upload(dout_h);
 
     Outputs impls[2];
+    std::vector<float> mixed_dinp;  // attention.cuh's backward from cuDNN's forward (the sm_90a cuDNN build)
     {
-        AttentionBuffers ours(s), cudnn(s);
+        AttentionBuffers ours(s), cudnn(s), mixed(s);
         attention_forward(ours.out, ours.lse, inp, s.B, s.T, C, s.NH, 0);
         attention_backward(ours.dinp, ours.scratch, dout, inp, ours.out, ours.lse, s.B, s.T, C, s.NH, 0);
         attention_forward_cudnn(st, cudnn.out, cudnn.lse, inp, s.B, s.T, s.NH, C, true, 0);
         attention_backward_cudnn(st, cudnn.dinp, dout, inp, cudnn.out, cudnn.lse, s.B, s.T, s.NH, C, 0);
+        attention_backward(mixed.dinp, mixed.scratch, dout, inp, cudnn.out, cudnn.lse, s.B, s.T, C, s.NH, 0);
         cudaCheck(cudaDeviceSynchronize());
         impls[0] = fetch(ours);
         impls[1] = fetch(cudnn);
+        mixed_dinp = download(mixed.dinp, mixed.n_dinp);
     }
     cudaFreeCheck(&inp);
     cudaFreeCheck(&dout);
@@ -133,6 +137,8 @@ static bool check_shape(CudnnState& st, const Shape& s, uint64_t seed, const cha
     ok = compare("lse", impls[0].lse, impls[1].lse, -1, C) && ok;
     const char* names[3] = {"dq", "dk", "dv"};
     for (int which = 0; which < 3; which++) ok = compare(names[which], impls[0].dinp, impls[1].dinp, which, C) && ok;
+    printf("  cudnn forward + attention.cuh backward (USE_CUDNN=1 on sm_90a) vs cudnn:\n");
+    for (int which = 0; which < 3; which++) ok = compare(names[which], mixed_dinp, impls[1].dinp, which, C) && ok;
     if (dump_dir != nullptr) {
         write_dump(std::string(dump_dir) + "/shape_" + std::to_string(index) + ".bin", s, qkv_h, dout_h, impls, 2);
     }
@@ -169,7 +175,7 @@ int main(int argc, char** argv) {
     printf("device: %s (sm_%d%d), seed %llu\n", prop.name, prop.major, prop.minor, (unsigned long long)seed);
     CudnnState* st = cudnn_state_create(prop, true);
 
-    const Shape shapes[] = {{1, 64, 2}, {4, 256, 4}, {3, 200, 2}, {8, 1024, 12}, {2, 2048, 16}};
+    const Shape shapes[] = {{1, 64, 2}, {4, 256, 4}, {3, 200, 2}, {8, 1024, 12}, {2, 2048, 16}, {2, 1024, 25}};
     const int num_shapes = sizeof(shapes) / sizeof(shapes[0]);
     int failed = 0;
     for (int i = 0; i < num_shapes; i++) failed += check_shape(*st, shapes[i], seed, dump_dir, i) ? 0 : 1;

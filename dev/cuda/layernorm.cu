@@ -205,6 +205,7 @@ int main() {
         {8 * 1024, 768},   // GPT-2 d12, B*T = 8*1024
         {64 * 1024, 768},  // d12 at the trainer's B=64, T=1024 (timings at B=8 do not scale)
         {2048, 1600},     // d48 width
+        {8 * 1024, 1600}, // d48 at the trainer's B=8, T=1024: about one wave of backward blocks
         {37, 40},         // odd rows (not a multiple of 8 per block), C not a multiple of 256
         {64, 4096},       // d64 width: the backward's 8 warps of accumulators exceed shared memory (4 on an H200)
         {24, 8200},       // wider still (2 warps on an H200); C not a multiple of 256
