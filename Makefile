@@ -6,7 +6,8 @@
 #
 # Switches (each printed with a check mark at start; a bad value stops the build):
 #   PRECISION=BF16|FP32                  floatX for parameters/activations/gradients (default BF16)
-#   USE_CUDNN=0|1                        cuDNN flash attention instead of llmc/attention.cuh (default 0)
+#   USE_CUDNN=0|1                        cuDNN flash attention instead of llmc/attention.cuh (default 0;
+#                                        on sm_90a only the forward: llmc/gpt2.cuh says why)
 #   NO_MULTI_GPU=0|1                     build without NCCL (default: 0 when nccl.h is found, else 1)
 #   NO_USE_MPI=0|1                       build without MPI (default: 0 when OpenMPI headers are found)
 #   GPU_COMPUTE_CAPABILITY=90            target architecture (default: read from nvidia-smi, else 90)

@@ -1,6 +1,7 @@
 /*
  * Causal multi-head self-attention, fused (flash-attention style: online softmax, no (B,NH,T,T)
- * tensor in memory). The path used when cuDNN is off (USE_CUDNN=0). Head size HS = 64.
+ * tensor in memory). The path used when cuDNN is off (USE_CUDNN=0), and the backward of cuDNN builds
+ * for sm_90a (llmc/gpt2.cuh's dispatch: there it reads cuDNN's out and stats). Head size HS = 64.
  *
  * attention_forward:  inp (B,T,3,NH,HS) = the QKV projection output (q | k | v per token)
  *                     out (B,T,NH,HS) = softmax(q k^T / sqrt(HS), causal) v                 (out =)
@@ -14,7 +15,7 @@
  *    FlashAttention-2 structure, 64-row tiles, one warpgroup (4 warps) per block. The matrix products
  *    are wgmma (warpgroup, B from shared memory by descriptor) in sm_90a builds (GPU_COMPUTE_CAPABILITY
  *    = 90), mma.sync m16n8k16 + ldmatrix otherwise; both give each warp the same fragments.
- *    Backward: a D = rowsum(dO*O) kernel, a dK/dV kernel (one block per key tile, loops over query
+ *    Backward: a D = rowsum(dO*O) kernel (coalesced: 8 lanes per row), a dK/dV kernel (one block per key tile, loops over query
  *    tiles) and a dQ kernel (one block per query tile) that recomputes P and dP; the sm_90a pair
  *    reads its loop-fixed operands from shared memory (att_wgmma_abt_tiles says why). Every output
  *    element has one writer and a fixed summation order: bitwise deterministic.

@@ -9,7 +9,9 @@
  *   stats (B, NH, T) fp32    = softmax log-sum-exp (natural log, of the scaled scores), written only
  *                            when is_training; the backward pass needs it
  *   dinp  (B, T, 3, NH, HS)  = overwritten: dQ, dK, dV, the input gradient of the QKV matmul output
- * The backward is cuDNN's deterministic algorithm, so results are bitwise reproducible.
+ * The backward is cuDNN's deterministic algorithm, so results are bitwise reproducible. The trainer
+ * calls it on targets other than sm_90a only: there llmc/attention.cuh's backward is faster and reads
+ * the same out and stats (llmc/gpt2.cuh, attention dispatch).
  *
  * Graphs are built once per shape on first use and cached; the first call with a new shape is slow
  * (tens to hundreds of ms), later calls only launch. Plan autotune (on unless created with autotune false;
