@@ -222,7 +222,7 @@ inline size_t gpt2_scratch_floats(GpuContext& ctx, const GPT2Config& cfg, int B,
         reduce = std::max(reduce, matmul_bias_grad_scratch_floats(C, oc));
     }
     reduce = std::max(reduce, layernorm_backward_scratch_floats(ctx, BT, C));
-    const size_t att = attention_backward_scratch_floats(B, T, cfg.num_heads);  // cuDNN builds need less
+    const size_t att = attention_backward_scratch_floats(B, T, cfg.num_heads);  // D; also cuDNN builds on sm_90a
     return std::max(reduce, att) + GLOBAL_NORM_BLOCKS + 64;
 }
 
