@@ -112,8 +112,10 @@ constexpr int LAYERNORM_BWD_ROWS = LAYERNORM_BWD_ROWS_PER_WARP;  // rows per war
 #ifndef LAYERNORM_BWD_REG_VECTORS  // -D override for lab sweeps; 0 turns the row-in-registers path off
 #define LAYERNORM_BWD_REG_VECTORS 8
 #endif
-// Row-in-registers path (VPL > 0): a warp holds R rows of dout and inp, VPL 8-element vectors per lane
-// each, with R * VPL <= LAYERNORM_BWD_REG_VECTORS (d12: VPL 3, R 2; d48: VPL 7, R 1).
+// Row-in-registers path (VPL > 0, up to LAYERNORM_BWD_MAX_VPL: C <= 2048): a warp holds R rows of dout
+// and inp, VPL 8-element vectors per lane each, R = max(1, LAYERNORM_BWD_REG_VECTORS / VPL) (d12: VPL 3,
+// R 2; d48: VPL 7, R 1). Wider rows take the re-reading path (VPL = 0).
+constexpr int LAYERNORM_BWD_MAX_VPL = 8;  // the instances layernorm_backward_dispatch lists
 template <int VPL>
 __host__ __device__ constexpr int layernorm_bwd_rows() {
     return VPL == 0 ? LAYERNORM_BWD_ROWS : (LAYERNORM_BWD_REG_VECTORS / VPL > 1 ? LAYERNORM_BWD_REG_VECTORS / VPL : 1);
@@ -366,13 +368,14 @@ inline size_t layernorm_backward_smem(int C, bool sum_dinp, int warps) {
 // 0 for the re-reading kernel: the GPT-2 widths 768 / 1024 / 1280 / 1600 take 3 / 4 / 5 / 7.
 inline int layernorm_backward_vpl(int C) {
     const int vpl = ceil_div(C, WARP_SIZE * x128::size);
-    if (LAYERNORM_BWD_REG_VECTORS == 0 || vpl > 8) return 0;
+    if (LAYERNORM_BWD_REG_VECTORS == 0 || vpl > LAYERNORM_BWD_MAX_VPL) return 0;
     return vpl;
 }
 
 // Calls f(kernel instance) for SumDinp and C: the one place where the width picks the instance.
 template <bool SumDinp, class F>
 inline void layernorm_backward_dispatch(int C, F&& f) {
+    static_assert(LAYERNORM_BWD_MAX_VPL == 8, "one case per VPL up to LAYERNORM_BWD_MAX_VPL");
     switch (layernorm_backward_vpl(C)) {
         case 1: f(layernorm_backward_kernel<SumDinp, 1>); break;
         case 2: f(layernorm_backward_kernel<SumDinp, 2>); break;
