@@ -216,30 +216,38 @@ int main(int argc, char** argv) {
     }
 
     // 2. gradients, at every recompute level -------------------------------------------------
+    // There is no zeroing pass: a step's first micro-step writes every gradient. Each backward below
+    // starts from gradients filled with NaN (0xFF bytes), so an element it does not write fails its check.
+    auto start_backward = [](GPT2* m) {
+        cudaCheck(cudaMemset(m->grads_memory, 0xFF, m->num_parameters * sizeof(floatX)));
+        gpt2_zero_losses(m);
+    };
+    auto check_grads = [&](const GPT2& m, const std::vector<float>& g, const std::string& suffix) {
+        size_t off = 0;
+        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+            const std::string name = std::string("d") + PARAMETER_TENSOR_NAMES[i] + suffix;
+            if (llmc_v2) {
+                chk.check_llmc_tensor(name.c_str(), g.data() + off, ds.grads.data() + off, m.param_sizes[i],
+                                      llmc_tol.grad[i], llmc_tol.grad_rel);
+            } else {
+                chk.check(name.c_str(), g.data() + off, ds.grads.data() + off, m.param_sizes[i], DEBUG_DEV_GRADS + i);
+            }
+            off += m.param_sizes[i];
+        }
+    };
     std::vector<float> grads_r1;
     for (int r : {1, 0, 2}) {
         GPT2 m;
         if (r == 1) {
-            gpt2_zero_grad(&model);
+            start_backward(&model);
             gpt2_forward(&model, ds.x.data(), ds.y.data(), B, T, true);
             gpt2_backward(&model, B, T);
             grads_r1 = device_to_float(model.grads_memory, model.num_parameters);
-            size_t off = 0;
-            for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-                std::string name = std::string("d") + PARAMETER_TENSOR_NAMES[i];
-                if (llmc_v2) {
-                    chk.check_llmc_tensor(name.c_str(), grads_r1.data() + off, ds.grads.data() + off,
-                                          model.param_sizes[i], llmc_tol.grad[i], llmc_tol.grad_rel);
-                } else {
-                    chk.check(name.c_str(), grads_r1.data() + off, ds.grads.data() + off, model.param_sizes[i],
-                              DEBUG_DEV_GRADS + i);
-                }
-                off += model.param_sizes[i];
-            }
+            check_grads(model, grads_r1, "");
             continue;
         }
         make_model(&m, env, model_path, r, B, T);
-        gpt2_zero_grad(&m);
+        start_backward(&m);
         gpt2_forward(&m, ds.x.data(), ds.y.data(), B, T, true);
         gpt2_backward(&m, B, T);
         std::vector<float> g = device_to_float(m.grads_memory, m.num_parameters);
@@ -249,29 +257,35 @@ int main(int argc, char** argv) {
         gpt2_free(&m);
     }
 
+    // Gradient accumulation: the batch as two micro-steps (dloss halved in each), the second adding onto
+    // the first's gradients, must give the reference's gradients and loss as one micro-step does.
+    {
+        GPT2 m;
+        make_model(&m, env, model_path, 1, B, T);
+        start_backward(&m);
+        for (int micro = 0; micro < 2; micro++) {
+            gpt2_forward(&m, ds.x.data(), ds.y.data(), B, T, true, 2);
+            gpt2_backward(&m, B, T, micro == 0, micro == 1);
+        }
+        const float loss = (float)(gpt2_losses_sum(&m, B, T) / (2.0 * B * T));
+        if (llmc_v2) chk.check_abs_below("loss, 2 micro-steps", &loss, &ds.loss, 1, llmc_tol.loss);
+        else chk.check("loss, 2 micro-steps", &loss, &ds.loss, 1, DEBUG_DEV_LOSSES);
+        check_grads(m, device_to_float(m.grads_memory, m.num_parameters), ", 2 micro-steps");
+        gpt2_free(&m);
+    }
+
     // GELU fused into the cuBLASLt epilogues (-ge 2: forward GELU_AUX_BIAS, backward DGELU) is a
     // different rounding path, so it is checked against the reference rather than bitwise.
     {
         GPT2 m;
         make_model(&m, env, model_path, 0, B, T, 2);
-        gpt2_zero_grad(&m);
+        start_backward(&m);
         gpt2_forward(&m, ds.x.data(), ds.y.data(), B, T, true);
         gpt2_backward(&m, B, T);
         const float loss = (float)(gpt2_losses_sum(&m, B, T) / (B * T));
         if (llmc_v2) chk.check_abs_below("loss -ge 2", &loss, &ds.loss, 1, llmc_tol.loss);
         else chk.check("loss -ge 2", &loss, &ds.loss, 1, DEBUG_DEV_LOSSES);
-        std::vector<float> g = device_to_float(m.grads_memory, m.num_parameters);
-        size_t off = 0;
-        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-            std::string name = std::string("d") + PARAMETER_TENSOR_NAMES[i] + " -ge 2";
-            if (llmc_v2) {
-                chk.check_llmc_tensor(name.c_str(), g.data() + off, ds.grads.data() + off, m.param_sizes[i],
-                                      llmc_tol.grad[i], llmc_tol.grad_rel);
-            } else {
-                chk.check(name.c_str(), g.data() + off, ds.grads.data() + off, m.param_sizes[i], DEBUG_DEV_GRADS + i);
-            }
-            off += m.param_sizes[i];
-        }
+        check_grads(m, device_to_float(m.grads_memory, m.num_parameters), " -ge 2");
         gpt2_free(&m);
     }
 

@@ -1,7 +1,8 @@
 /*
  * Deterministic column reductions over a (N, OC) row-major matrix:
  *   bias_backward:  dbias(OC) += sum_r dout[r, :]                                      (+=)
- *   column_finish:  out(OC) += sum over chunks of partial(chunks, OC), fixed order       (+=)
+ *   column_finish:  out(OC) += sum over chunks of partial(chunks, OC), fixed order       (+=, or = when
+ *                   told not to accumulate: the first micro-step's parameter gradients)
  *                   (also the last step of the LayerNorm parameter gradients)
  *
  * No atomics: (1) a grid of (column block, row chunk) blocks writes fp32 partial sums to scratch
@@ -70,7 +71,8 @@ struct ColumnFinishOutputs {
     floatX* out[COLUMN_FINISH_MAX_OUTPUTS];
 };
 
-__global__ void column_finish_kernel(ColumnFinishOutputs outs, const float* partial, int chunks, int OC) {
+__global__ void column_finish_kernel(ColumnFinishOutputs outs, const float* partial, int chunks, int OC,
+                                     bool accumulate) {
     __shared__ float group_sums[COLUMN_FINISH_GROUPS][WARP_SIZE];
     const int col = blockIdx.x * WARP_SIZE + threadIdx.x;
     const float* p = partial + (size_t)blockIdx.y * chunks * OC;
@@ -84,20 +86,21 @@ __global__ void column_finish_kernel(ColumnFinishOutputs outs, const float* part
     float total = 0.f;
     for (int g = 0; g < COLUMN_FINISH_GROUPS; g++) total += group_sums[g][threadIdx.x];
     floatX* out = outs.out[blockIdx.y];
-    out[col] = (floatX)((float)out[col] + total);
+    out[col] = accumulate ? (floatX)((float)out[col] + total) : (floatX)total;
 }
 
 // ----------------------------------------------------------------------------
 // launchers
 
 // outs[a](OC) += the sum over chunks of partial (a, chunks, OC), for a < n_outputs; one launch.
+// accumulate = false: outs[a] = the sum (outs not read).
 inline void column_finish(floatX* const* outs, int n_outputs, const float* partial, int chunks, int OC,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, bool accumulate = true) {
     if (n_outputs < 1 || n_outputs > COLUMN_FINISH_MAX_OUTPUTS) fatal("column_finish: %d outputs", n_outputs);
     ColumnFinishOutputs o{};
     for (int a = 0; a < n_outputs; a++) o.out[a] = outs[a];
     column_finish_kernel<<<dim3(ceil_div(OC, WARP_SIZE), n_outputs), dim3(WARP_SIZE, COLUMN_FINISH_GROUPS), 0,
-                           stream>>>(o, partial, chunks, OC);
+                           stream>>>(o, partial, chunks, OC, accumulate);
     cudaCheckLaunch();
 }
 
@@ -105,13 +108,13 @@ inline size_t column_reduce_scratch_floats(const GpuContext& ctx, int N, int OC)
     return (size_t)column_reduce_row_chunks(ctx, N, OC) * OC;
 }
 
-// dbias(OC) += column sums of dout(N, OC). scratch: column_reduce_scratch_floats(ctx, N, OC) floats.
+// dbias(OC) += (accumulate) or = column sums of dout(N, OC). scratch: column_reduce_scratch_floats(ctx, N, OC) floats.
 inline void bias_backward(const GpuContext& ctx, floatX* dbias, const floatX* dout, float* scratch, int N, int OC,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, bool accumulate = true) {
     if (OC % x128::size != 0) fatal("bias_backward: OC=%d must be a multiple of %d", OC, x128::size);
     const int chunks = column_reduce_row_chunks(ctx, N, OC);
     dim3 grid(ceil_div(OC, COLUMN_REDUCE_COLS), chunks);
     column_partial_sums_kernel<<<grid, COLUMN_REDUCE_WARPS * WARP_SIZE, 0, stream>>>(scratch, dout, N, OC);
     cudaCheckLaunch();
-    column_finish(&dbias, 1, scratch, chunks, OC, stream);
+    column_finish(&dbias, 1, scratch, chunks, OC, stream, accumulate);
 }

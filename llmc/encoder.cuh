@@ -3,7 +3,7 @@
  *
  * forward:  out(B,T,C) = wte[inp[b,t]] + wpe[t]                                   (out =)
  * backward: dwte(Vp,C) += sum over (b,t) with inp[b,t]==v of dout[b,t]            (dwte +=)
- *           dwpe(maxT,C) += sum over b of dout[b,t]                                (dwpe +=)
+ *           dwpe(maxT,C) += sum over b of dout[b,t]                                (dwpe +=, or = for t < T)
  *
  * The backward is deterministic and uses no float atomics: the host (which has the tokens anyway)
  * groups the positions of each distinct token (a counting sort) while the forward pass runs on the
@@ -38,13 +38,16 @@ __global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX
     store128(out + idx, o);
 }
 
-// one thread per (t, 8 channels): sums over b in order
-__global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int T, int C, uint32_t seed) {
+// one thread per (t, 8 channels): sums over b in order, onto dwpe (accumulate) or onto 0 (dwpe not read)
+__global__ void wpe_backward_kernel(floatX* dwpe, const floatX* dout, int B, int T, int C, uint32_t seed,
+                                    bool accumulate) {
     const int idx = (blockIdx.x * blockDim.x + threadIdx.x) * x128::size;
     if (idx >= T * C) return;
-    float acc[x128::size];
-    x128 old = load128(dwpe + idx);
-    for (int k = 0; k < x128::size; k++) acc[k] = (float)old[k];
+    float acc[x128::size] = {};
+    if (accumulate) {
+        x128 old = load128(dwpe + idx);
+        for (int k = 0; k < x128::size; k++) acc[k] = (float)old[k];
+    }
 #pragma unroll 8  // several loads in flight
     for (int b = 0; b < B; b++) {
         x128 d = load128cs(dout + (size_t)b * T * C + idx);
@@ -207,12 +210,15 @@ inline void encoder_backward_prepare(EncoderBackwardWorkspace* ws, const int* in
                               cudaMemcpyHostToDevice, stream));
 }
 
-// Needs encoder_backward_prepare for the same tokens earlier on the same stream.
+// Needs encoder_backward_prepare for the same tokens earlier on the same stream. accumulate_wpe = false:
+// rows t < T of dwpe are written (=), not read (dwte is always +=: the LM head's weight gradient is
+// there already, wte being tied to it).
 inline void encoder_backward(floatX* dwte, floatX* dwpe, const EncoderBackwardWorkspace* ws, const floatX* dout,
-                             int B, int T, int C, uint32_t seed, cudaStream_t stream) {
+                             int B, int T, int C, uint32_t seed, cudaStream_t stream, bool accumulate_wpe = true) {
     if (C != ws->channels) fatal("encoder_backward: C=%d but the workspace was made for C=%d", C, ws->channels);
     const int wpe_block = 256;
-    wpe_backward_kernel<<<ceil_div((long)T * C, (long)wpe_block * x128::size), wpe_block, 0, stream>>>(dwpe, dout, B, T, C, seed);
+    wpe_backward_kernel<<<ceil_div((long)T * C, (long)wpe_block * x128::size), wpe_block, 0, stream>>>(
+        dwpe, dout, B, T, C, seed, accumulate_wpe);
     cudaCheckLaunch();
     const int* d_positions = ws->device_buf;
     const int4* d_segments = reinterpret_cast<const int4*>(d_positions + ws->positions_ints);

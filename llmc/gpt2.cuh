@@ -6,9 +6,10 @@
  * (fp32), master weights (fp32, bf16 builds with -w 1), and activations. Nothing is allocated inside
  * a training step.
  *
- * Gradient conventions (see each layer header): parameter gradients accumulate (+=) over micro-steps
- * and are zeroed by gpt2_zero_grad at the start of an optimizer step; activation gradients are
- * overwritten (=); the residual-stream gradient accumulates (+=) within one backward pass.
+ * Gradient conventions (see each layer header): parameter gradients are written (=) by the backward of
+ * an optimizer step's first micro-step and accumulate (+=) over the others, so there is no zeroing pass
+ * (at d48 that was a 3.1 GB memset, and every accumulating kernel read the zeros back); activation
+ * gradients are overwritten (=); the residual-stream gradient accumulates (+=) within one backward pass.
  *
  * Recompute levels (-r): 0 keeps every activation; 1 keeps one GELU output buffer and recomputes
  * GELU in the backward; 2 also keeps only the LayerNorm statistics and recomputes ln1/ln2.
@@ -556,12 +557,6 @@ inline void gpt2_zero_losses(GPT2* model) {
     cudaCheck(cudaMemsetAsync(model->acts.losses, 0, (size_t)model->B * model->T * sizeof(float), model->stream));
 }
 
-// Zero gradients and losses at the start of an optimizer step.
-inline void gpt2_zero_grad(GPT2* model) {
-    cudaCheck(cudaMemsetAsync(model->grads_memory, 0, model->num_parameters * sizeof(floatX), model->stream));
-    gpt2_zero_losses(model);
-}
-
 // Sum of the per-token losses so far, in double on the host (deterministic).
 inline double gpt2_losses_sum(GPT2* model, int B, int T) {
     cudaCheck(cudaMemcpyAsync(model->losses_host, model->acts.losses, (size_t)B * T * sizeof(float),
@@ -572,10 +567,16 @@ inline double gpt2_losses_sum(GPT2* model, int B, int T) {
     return sum;
 }
 
-// Backward pass after gpt2_forward(..., for_training=true) on the same batch. Parameter gradients +=.
-// On the last micro-step of an optimizer step (ZeRO-0, several processes) each layer's gradients
-// start their all-reduce as soon as they are final; gpt2_reduce_gradients completes the reduction.
-inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true) {
+#ifndef GPT2_ZERO_GRADS
+#define GPT2_ZERO_GRADS 0
+#endif
+
+// Backward pass after gpt2_forward(..., for_training=true) on the same batch. Parameter gradients: =
+// on the first micro-step of an optimizer step (every element of grads_memory is written: the GPU
+// test fills it with NaN first), += on the others. On the last micro-step (ZeRO-0, several processes)
+// each layer's gradients start their all-reduce as soon as they are final; gpt2_reduce_gradients
+// completes the reduction.
+inline void gpt2_backward(GPT2* model, int B, int T, bool first_micro_step = true, bool last_micro_step = true) {
     const GPT2Config& cfg = model->config;
     const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
     const int BT = B * T;
@@ -589,6 +590,14 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     const bool ln_per_layer = model->opt.recompute < 2;
     const bool gelu_per_layer = model->opt.recompute < 1;
     float* scratch = model->scratch_f32;
+#if GPT2_ZERO_GRADS  // -DGPT2_ZERO_GRADS=1 (A/B builds): the old way, every gradient zeroed, then += throughout
+    if (first_micro_step) {
+        cudaCheck(cudaMemsetAsync(model->grads_memory, 0, model->num_parameters * sizeof(floatX), model->stream));
+    }
+    const bool acc = true;
+#else
+    const bool acc = !first_micro_step;  // parameter gradients += (else =)
+#endif
 
     floatX* dresidual = a.scratch_btc;  // gradient of the residual stream (+=)
     floatX* dl_btc = a.scratch_btc2;
@@ -599,13 +608,13 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     cudaCheck(cudaMemsetAsync(dresidual, 0, btc * sizeof(floatX), s));
 
     // LM head (tied to wte) and the final LayerNorm
-    matmul_backward(ctx, dl_btc, g.wte, nullptr, scratch, a.output, a.lnf, p.wte, nullptr, BT, C, Vp, s);
+    matmul_backward(ctx, dl_btc, g.wte, nullptr, scratch, a.output, a.lnf, p.wte, nullptr, BT, C, Vp, s, 0, acc);
     phase_mark(tm, "layernorm bwd", s);
     // Each LayerNorm backward also sums the residual gradient it leaves behind over the rows: that is
     // the bias gradient of the projection (fcproj, attproj) whose output was added to that residual.
     const LayerView last = gpt2_layer_view(model, L - 1, B, T);
     layernorm_backward(ctx, dresidual, g.lnfw, g.lnfb, scratch, dl_btc, last.residual3, p.lnfw, a.lnf_mean,
-                       a.lnf_rstd, BT, C, s, last.g.fcprojb);
+                       a.lnf_rstd, BT, C, s, last.g.fcprojb, acc);
 
     for (int l = L - 1; l >= 0; l--) {
         const LayerView v = gpt2_layer_view(model, l, B, T);
@@ -618,19 +627,20 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
         const bool fused_dgelu = model->opt.gelu_fusion >= 2;
         phase_mark(tm, "matmul fcproj bwd", s);
         matmul_backward(ctx, dl_bt4c, v.g.fcprojw, nullptr, scratch, dresidual, v.fch_gelu,  // fcprojb: LN bwd
-                        v.w.fcprojw, fused_dgelu ? v.fch : nullptr, BT, 4 * C, C, s);
+                        v.w.fcprojw, fused_dgelu ? v.fch : nullptr, BT, 4 * C, C, s, 0, acc);
         phase_mark(tm, "gelu bwd", s);
         if (!fused_dgelu) gelu_backward(dl_bt4c, v.fch, dl_bt4c, (size_t)BT * 4 * C, s);
         phase_mark(tm, "matmul fc bwd", s);
-        matmul_backward(ctx, dl_btc, v.g.fcw, v.g.fcb, scratch, dl_bt4c, v.ln2, v.w.fcw, nullptr, BT, C, 4 * C, s, LD);
+        matmul_backward(ctx, dl_btc, v.g.fcw, v.g.fcb, scratch, dl_bt4c, v.ln2, v.w.fcw, nullptr, BT, C, 4 * C, s, LD,
+                        acc);
         phase_mark(tm, "layernorm bwd", s);
         layernorm_backward(ctx, dresidual, v.g.ln2w, v.g.ln2b, scratch, dl_btc, v.residual2, v.w.ln2w, v.ln2_mean,
-                           v.ln2_rstd, BT, C, s, v.g.attprojb);
+                           v.ln2_rstd, BT, C, s, v.g.attprojb, acc);
 
         // attention
         phase_mark(tm, "matmul attproj bwd", s);
         matmul_backward(ctx, dl_btc, v.g.attprojw, nullptr, scratch, dresidual, v.atty, v.w.attprojw, nullptr, BT, C, C,
-                        s);
+                        s, 0, acc);
         floatX* dqkv = dl_bt4c;  // (B, T, 3C) fits in the 4C scratch
         phase_mark(tm, "attention bwd", s);
         gpt2_attention_backward(ctx, dqkv, scratch, dl_btc, v.qkv, v.atty, v.lse, B, T, C, NH, s);
@@ -639,11 +649,12 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
             layernorm_recompute(v.ln1, v.residual, v.ln1_mean, v.ln1_rstd, v.w.ln1w, v.w.ln1b, BT, C, s, LD);
         }
         phase_mark(tm, "matmul qkv bwd", s);
-        matmul_backward(ctx, dl_btc, v.g.qkvw, v.g.qkvb, scratch, dqkv, v.ln1, v.w.qkvw, nullptr, BT, C, 3 * C, s, LD);
+        matmul_backward(ctx, dl_btc, v.g.qkvw, v.g.qkvb, scratch, dqkv, v.ln1, v.w.qkvw, nullptr, BT, C, 3 * C, s, LD,
+                        acc);
         phase_mark(tm, "layernorm bwd", s);
         floatX* prev_fcprojb = l > 0 ? gpt2_layer_slice(g, model->param_sizes, L, l - 1).fcprojb : nullptr;
         layernorm_backward(ctx, dresidual, v.g.ln1w, v.g.ln1b, scratch, dl_btc, v.residual, v.w.ln1w, v.ln1_mean,
-                           v.ln1_rstd, BT, C, s, prev_fcprojb);
+                           v.ln1_rstd, BT, C, s, prev_fcprojb, acc);
         if (last_micro_step && model->mp->zero_stage == 0) {
             floatX* const* layer_grads = reinterpret_cast<floatX* const*>(&v.g);  // checkpoint order
             size_t counts[NUM_LAYER_TENSORS];
@@ -653,7 +664,10 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool last_micro_step = true
     }
     const uint32_t seed = random_u32(&model->rng_state);
     phase_mark(tm, "encoder bwd", s);
-    encoder_backward(g.wte, g.wpe, &model->enc_ws, dresidual, B, T, C, seed, s);
+    encoder_backward(g.wte, g.wpe, &model->enc_ws, dresidual, B, T, C, seed, s, acc);
+    if (!acc && T < cfg.max_seq_len) {  // wpe rows no position of this batch reached: zero, as every row is written
+        cudaCheck(cudaMemsetAsync(g.wpe + (size_t)T * C, 0, (size_t)(cfg.max_seq_len - T) * C * sizeof(floatX), s));
+    }
     if (last_micro_step && model->mp->zero_stage == 0) {
         floatX* rest[] = {g.wte, g.wpe, g.lnfw, g.lnfb};
         const size_t counts[] = {model->param_sizes[PARAM_WTE], model->param_sizes[PARAM_WPE],

@@ -105,8 +105,9 @@ struct CublasLtState {
 // LayerNorm backward grid (llmc/layernorm.cuh: layernorm_backward_grid)
 
 struct LayerNormBackwardGrid {
-    int warps, blocks;
-    size_t smem;
+    int warps, blocks;   // per block, in the grid
+    size_t smem;         // dynamic shared memory per block
+    int rows = 0;        // > 0: the column-owner kernel, with groups of this many rows
 };
 
 // ----------------------------------------------------------------------------

@@ -6,11 +6,13 @@
  *                         out may be nullptr: only mean/rstd are produced (the lab, dev/cuda/layernorm.cu,
  *                         checks that path; the model always writes out, one buffer at recompute level 2).
  * layernorm_backward:     dinp(N,C) += dL/dinp                                    (dinp +=, the residual stream)
- *                         dweight(C) += sum dout*norm, dbias(C) += sum dout       (parameter grads +=)
+ *                         dweight(C) += sum dout*norm, dbias(C) += sum dout       (parameter grads +=, or =)
  *                         dinp_colsum(C) += sum of the updated dinp rows          (optional, +=: the bias
  *                         gradient of the matmul whose output was added to this residual)
  *                         one pass over the rows; deterministic per-block partial sums, no atomics
- * Statistics and all arithmetic in fp32; one warp per row.
+ * Statistics and all arithmetic in fp32. Forward: one warp per row. Backward: for C <= 2048 (every GPT-2
+ * width) a block per row group, each thread owning 8 channels (layernorm_backward_columns_kernel);
+ * wider rows one warp per row with per-warp shared-memory accumulators (layernorm_backward_kernel).
  */
 #pragma once
 
@@ -302,6 +304,118 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
     }
 }
 
+// Column-owner backward (C <= LAYERNORM_BWD_COL_MAX_THREADS * V, all GPT-2 widths): thread t of a block
+// owns channels [Vt, Vt + V) of every row (V = x128::size, 8 in bf16), so the column sums (dweight,
+// dbias, dinp) stay in 2V-3V registers per thread, with no shared-memory copies and so no limit of one block per SM at wide rows
+// (the warp-per-row kernel's 172 KB of accumulators at C = 1600). The block takes groups of R rows
+// (groups blockIdx.x, blockIdx.x + gridDim.x, ...): dout, inp and dinp of the R rows are all loaded
+// before any arithmetic (3R 16-byte loads per thread in flight), each row's two sums are reduced over
+// the block (warp shuffles, then the warps' values in warp order from shared memory: one
+// __syncthreads per group, double-buffered so the next group's writes cannot meet this group's reads),
+// and dinp is updated and stored. Partials (NACC, gridDim.x, C) as above, finished by column_finish.
+// Deterministic: fixed summation orders throughout, the grid a function of N, C and the GPU.
+#ifndef LAYERNORM_BWD_COLUMNS  // -D override: 0 takes the warp-per-row kernel for every width (A/B)
+#define LAYERNORM_BWD_COLUMNS 1
+#endif
+#ifndef LAYERNORM_BWD_COL_ROWS  // rows per group (-D override for lab sweeps)
+#define LAYERNORM_BWD_COL_ROWS 4
+#endif
+#ifndef LAYERNORM_BWD_COL_BLOCKS_PER_SM  // at most this many resident blocks per SM (each adds partials)
+#define LAYERNORM_BWD_COL_BLOCKS_PER_SM 4
+#endif
+constexpr int LAYERNORM_BWD_COL_MAX_THREADS = 256;
+
+template <bool SumDinp, int R>
+__global__ void __launch_bounds__(LAYERNORM_BWD_COL_MAX_THREADS)
+    layernorm_backward_columns_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
+                                      const floatX* weight, const float* mean, const float* rstd, int N, int C) {
+    constexpr int V = x128::size;
+    __shared__ float row_sums[2][LAYERNORM_BWD_COL_MAX_THREADS / WARP_SIZE][2 * R];  // [parity][warp][sum]
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int num_warps = blockDim.x / WARP_SIZE;
+    const int c = threadIdx.x * V;
+    const bool active = c < C;  // the last warp may be partly past the row
+    const x128 zero{};
+    const x128 w = active ? load128(weight + c) : zero;
+    float acc_dw[V] = {}, acc_db[V] = {}, acc_dr[V] = {};
+    const int groups = ceil_div(N, R);
+    int parity = 0;
+    for (int group = blockIdx.x; group < groups; group += gridDim.x, parity ^= 1) {
+        const int row0 = group * R;
+        size_t off[R];
+        float m[R], s[R], wr[R];
+        x128 d[R], x[R], g[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {  // rows past N repeat row0 with weight 0 and are not stored
+            const bool valid = row0 + r < N;
+            const int row = valid ? row0 + r : row0;
+            off[r] = (size_t)row * C + c;
+            m[r] = mean[row];
+            s[r] = rstd[row];
+            wr[r] = valid ? 1.0f : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {  // dout and inp: last reads (evict first); dinp is written back
+            d[r] = active ? load128cs(dout + off[r]) : zero;
+            x[r] = active ? load128cs(inp + off[r]) : zero;
+            g[r] = active ? load128(dinp + off[r]) : zero;
+        }
+        float sums[2 * R];  // sum dnorm of rows 0..R-1, then sum dnorm * norm
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float sum_dn = 0.f, sum_dnn = 0.f;
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                const float n = ((float)x[r][k] - m[r]) * s[r];
+                const float dn = (float)d[r][k] * (float)w[k];
+                sum_dn += dn;
+                sum_dnn += dn * n;
+            }
+            sums[r] = sum_dn;
+            sums[R + r] = sum_dnn;
+        }
+#pragma unroll
+        for (int i = 0; i < 2 * R; i++) sums[i] = warp_reduce_sum(sums[i]);
+        if (lane == 0) {
+#pragma unroll
+            for (int i = 0; i < 2 * R; i++) row_sums[parity][warp][i] = sums[i];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 2 * R; i++) {
+            float total = 0.f;
+            for (int v = 0; v < num_warps; v++) total += row_sums[parity][v][i];  // warp order
+            sums[i] = total / C;  // mean(dnorm), mean(dnorm * norm)
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                const float n = ((float)x[r][k] - m[r]) * s[r];
+                const float dn = (float)d[r][k] * (float)w[k];
+                acc_dw[k] += wr[r] * ((float)d[r][k] * n);
+                acc_db[k] += wr[r] * (float)d[r][k];
+                g[r][k] = (floatX)((float)g[r][k] + s[r] * (dn - sums[r] - n * sums[R + r]));
+                if constexpr (SumDinp) acc_dr[k] += wr[r] * (float)g[r][k];
+            }
+            if (active && wr[r] != 0.0f) store128(dinp + off[r], g[r]);
+        }
+    }
+    if (!active) return;
+    constexpr int NACC = SumDinp ? 3 : 2;
+    auto store = [&](int a, const float (&acc)[V]) {
+        float* p = partials + ((size_t)a * gridDim.x + blockIdx.x) * C + c;
+#pragma unroll
+        for (int k = 0; k < V; k += 4) {  // V = 8 (bf16) or 4 (fp32 builds); c is a multiple of V
+            *reinterpret_cast<float4*>(p + k) = make_float4(acc[k], acc[k + 1], acc[k + 2], acc[k + 3]);
+        }
+    };
+    store(0, acc_dw);
+    store(1, acc_db);
+    if constexpr (NACC == 3) store(2, acc_dr);
+}
+
 // ----------------------------------------------------------------------------
 // launchers
 
@@ -389,37 +503,78 @@ inline void layernorm_backward_dispatch(int C, F&& f) {
     }
 }
 
+// Whether width C takes the column-owner kernel (else the warp-per-row one), and its block size.
+inline bool layernorm_backward_uses_columns(int C) {
+    return LAYERNORM_BWD_COLUMNS != 0 && C <= LAYERNORM_BWD_COL_MAX_THREADS * x128::size;
+}
+inline int layernorm_backward_columns_threads(int C) {
+    return ceil_div(C / x128::size, WARP_SIZE) * WARP_SIZE;
+}
+
+// Calls f(kernel instance) for SumDinp and R rows per group (1, 2, 4 or 8).
+template <bool SumDinp, class F>
+inline void layernorm_backward_columns_dispatch(int R, F&& f) {
+    switch (R) {
+        case 1: f(layernorm_backward_columns_kernel<SumDinp, 1>); break;
+        case 2: f(layernorm_backward_columns_kernel<SumDinp, 2>); break;
+        case 4: f(layernorm_backward_columns_kernel<SumDinp, 4>); break;
+        case 8: f(layernorm_backward_columns_kernel<SumDinp, 8>); break;
+        default: fatal("layernorm_backward: %d rows per group (1, 2, 4 or 8)", R);
+    }
+}
+
+// Blocks of the column-owner kernel resident per SM for (C, SumDinp, R), at most blocks_per_sm_cap.
+inline int layernorm_backward_columns_per_sm(int C, bool sum_dinp, int R, int blocks_per_sm_cap) {
+    int per_sm = 0;
+    auto occupancy = [&](auto kernel) {
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, layernorm_backward_columns_threads(C), 0));
+    };
+    if (sum_dinp) layernorm_backward_columns_dispatch<true>(R, occupancy);
+    else layernorm_backward_columns_dispatch<false>(R, occupancy);
+    if (per_sm < 1) fatal("layernorm_backward: no block of the column kernel fits (C=%d, R=%d)", C, R);
+    return per_sm < blocks_per_sm_cap ? per_sm : blocks_per_sm_cap;
+}
+
 // The grid per (C, SumDinp) is worked out once and kept in ctx.layernorm_grids (LayerNormBackwardGrid:
-// llmc/gpu_context.cuh).
+// llmc/gpu_context.cuh); the blocks are then capped by N.
 template <bool SumDinp>
 inline LayerNormBackwardGrid layernorm_backward_grid_for(GpuContext& ctx, int N, int C) {
     auto it = ctx.layernorm_grids.find({C, SumDinp});
     if (it == ctx.layernorm_grids.end()) {
         LayerNormBackwardGrid g;
-        layernorm_backward_dispatch<SumDinp>(C, [&](auto kernel) {
-            cudaFuncAttributes attr;
-            cudaCheck(cudaFuncGetAttributes(&attr, kernel));
-            const size_t limit = ctx.props.sharedMemPerBlockOptin - attr.sharedSizeBytes;  // minus its static smem
-            g.warps = LAYERNORM_BWD_WARPS;
-            while (g.warps > 1 && layernorm_backward_smem(C, SumDinp, g.warps) > limit) g.warps /= 2;
-            g.smem = layernorm_backward_smem(C, SumDinp, g.warps);
-            if (g.smem > limit) {
-                fatal("layernorm_backward: C=%d needs %zu bytes of shared memory even with one warp per block; this "
-                      "GPU allows %zu", C, g.smem, limit);
-            }
-            allow_dynamic_smem(kernel, g.smem);
-            int per_sm = 0;
-            cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.warps * WARP_SIZE, g.smem));
-            if (per_sm < 1) {
-                fatal("layernorm_backward: no block of %d warps with %zu bytes of shared memory fits (C=%d)", g.warps,
-                      g.smem, C);
-            }
-            g.blocks = per_sm * ctx.props.multiProcessorCount;
-        });
+        if (layernorm_backward_uses_columns(C)) {
+            g.rows = LAYERNORM_BWD_COL_ROWS;
+            g.warps = layernorm_backward_columns_threads(C) / WARP_SIZE;
+            g.smem = 0;
+            g.blocks = layernorm_backward_columns_per_sm(C, SumDinp, g.rows, LAYERNORM_BWD_COL_BLOCKS_PER_SM) *
+                       ctx.props.multiProcessorCount;
+        } else {
+            layernorm_backward_dispatch<SumDinp>(C, [&](auto kernel) {
+                cudaFuncAttributes attr;
+                cudaCheck(cudaFuncGetAttributes(&attr, kernel));
+                const size_t limit = ctx.props.sharedMemPerBlockOptin - attr.sharedSizeBytes;  // minus its static smem
+                g.warps = LAYERNORM_BWD_WARPS;
+                while (g.warps > 1 && layernorm_backward_smem(C, SumDinp, g.warps) > limit) g.warps /= 2;
+                g.smem = layernorm_backward_smem(C, SumDinp, g.warps);
+                if (g.smem > limit) {
+                    fatal("layernorm_backward: C=%d needs %zu bytes of shared memory even with one warp per block; "
+                          "this GPU allows %zu", C, g.smem, limit);
+                }
+                allow_dynamic_smem(kernel, g.smem);
+                int per_sm = 0;
+                cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.warps * WARP_SIZE, g.smem));
+                if (per_sm < 1) {
+                    fatal("layernorm_backward: no block of %d warps with %zu bytes of shared memory fits (C=%d)",
+                          g.warps, g.smem, C);
+                }
+                g.blocks = per_sm * ctx.props.multiProcessorCount;
+            });
+        }
         it = ctx.layernorm_grids.emplace(std::make_pair(C, SumDinp), g).first;
     }
     LayerNormBackwardGrid out = it->second;
-    const int max_blocks = ceil_div(N, out.warps);  // at least one row per warp
+    // at least one row group per block (column kernel), one row per warp (warp-per-row kernel)
+    const int max_blocks = out.rows > 0 ? ceil_div(N, out.rows) : ceil_div(N, out.warps);
     if (out.blocks > max_blocks) out.blocks = max_blocks;
     return out;
 }
@@ -438,14 +593,44 @@ inline size_t layernorm_backward_scratch_floats(GpuContext& ctx, int N, int C) {
     return with > without ? with : without;
 }
 
+// The column-owner kernel with an explicit grid (rows per group R, blocks), partials finished into the
+// gradients: layernorm_backward's arguments. The lab (dev/cuda/layernorm.cu) sweeps R and blocks
+// through it; scratch: (dinp_colsum ? 3 : 2) * blocks * C floats.
+inline void layernorm_backward_columns(int R, int blocks, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
+                                       const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
+                                       const float* rstd, int N, int C, cudaStream_t stream,
+                                       floatX* dinp_colsum = nullptr, bool accumulate_params = true) {
+    if (C % x128::size != 0 || C > LAYERNORM_BWD_COL_MAX_THREADS * x128::size) {
+        fatal("layernorm_backward_columns: C=%d must be a multiple of %d and at most %d", C, x128::size,
+              LAYERNORM_BWD_COL_MAX_THREADS * x128::size);
+    }
+    const bool sum_dinp = dinp_colsum != nullptr;
+    auto launch = [&](auto kernel) {
+        kernel<<<blocks, layernorm_backward_columns_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight, mean,
+                                                                            rstd, N, C);
+    };
+    if (sum_dinp) layernorm_backward_columns_dispatch<true>(R, launch);
+    else layernorm_backward_columns_dispatch<false>(R, launch);
+    cudaCheckLaunch();
+    floatX* outs[] = {dweight, dbias, dinp_colsum};
+    column_finish(outs, sum_dinp ? 3 : 2, scratch, blocks, C, stream, accumulate_params);
+}
+
 // scratch: layernorm_backward_scratch_floats(ctx, N, C) floats. dinp_colsum (optional, C): += the column
 // sums of dinp after the update, i.e. the bias gradient of the matmul whose output fed this residual.
+// accumulate_params = false: dweight, dbias and dinp_colsum are written (=), not read (dinp is always +=).
 inline void layernorm_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
                                const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
-                               const float* rstd, int N, int C, cudaStream_t stream, floatX* dinp_colsum = nullptr) {
+                               const float* rstd, int N, int C, cudaStream_t stream, floatX* dinp_colsum = nullptr,
+                               bool accumulate_params = true) {
     if (C % x128::size != 0) fatal("layernorm_backward: C=%d must be a multiple of %d", C, x128::size);
     const bool sum_dinp = dinp_colsum != nullptr;
     const LayerNormBackwardGrid g = layernorm_backward_grid(ctx, N, C, sum_dinp);
+    if (g.rows > 0) {
+        layernorm_backward_columns(g.rows, g.blocks, dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C,
+                                   stream, dinp_colsum, accumulate_params);
+        return;
+    }
     const int slots = layernorm_backward_slots(C);
     auto launch = [&](auto kernel) {
         kernel<<<g.blocks, g.warps * WARP_SIZE, g.smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C,
@@ -455,5 +640,5 @@ inline void layernorm_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, f
     else layernorm_backward_dispatch<false>(C, launch);
     cudaCheckLaunch();
     floatX* outs[] = {dweight, dbias, dinp_colsum};
-    column_finish(outs, sum_dinp ? 3 : 2, scratch, g.blocks, C, stream);
+    column_finish(outs, sum_dinp ? 3 : 2, scratch, g.blocks, C, stream, accumulate_params);
 }

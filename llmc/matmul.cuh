@@ -10,6 +10,7 @@
  *                  with dgelu_input: dinp *= gelu'(dgelu_input) fused in the epilogue
  *                  dweight(OC,C) += dout^T @ inp                                            (dweight +=)
  *                  dbias(OC) += column sums of dout                                         (dbias +=)
+ *                  (both = instead, not read, with accumulate_grads = false)
  *
  * Bias gradients through a ones column: when inp is stored with row stride C + MATMUL_BIAS_PAD and
  * columns C.. hold (1, 0, ..., 0) (llmc/layernorm.cuh writes its outputs that way for the biased
@@ -315,15 +316,35 @@ __global__ void matmul_add_weight_bias_grads_kernel(floatX* dweight, floatX* dbi
     store128(dst, w);
 }
 
+// dweight(OC,C) = ext[:, :C], dbias(OC) = ext[:, C], ext (OC, ld) floatX: the first micro-step's
+// gradients, rounded once by the GEMM itself (as the accumulating path rounds once), copied into place.
+__global__ void matmul_write_weight_bias_grads_kernel(floatX* dweight, floatX* dbias, const floatX* ext, int OC, int C,
+                                                      int ld) {
+    const int chunks = C / x128::size;
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)OC * (chunks + 1)) return;
+    const int oc = (int)(i / (chunks + 1)), j = (int)(i % (chunks + 1));
+    const floatX* src = ext + (size_t)oc * ld;
+    if (j == chunks) {
+        dbias[oc] = src[C];
+        return;
+    }
+    const int c = j * x128::size;  // ld and c are multiples of x128::size: 16-byte aligned
+    store128(dweight + (size_t)oc * C + c, load128cs(src + c));
+}
+
 // dinp = dout @ weight (times gelu'(dgelu_input) when given); dweight += dout^T inp; dbias += sum dout.
 // inp_ld: row stride of inp, 0 for C; C + MATMUL_BIAS_PAD when inp carries the ones column, which then
 // gives dbias (header comment). scratch (only used when dbias != nullptr): column_reduce_scratch_floats(ctx,
 // N, OC) floats, or matmul_bias_grad_scratch_floats(C, OC) with the ones column.
+// accumulate_grads = false: dweight and dbias are written (=) and not read, as on an optimizer step's
+// first micro-step (the gradients are not zeroed beforehand: gpt2_backward); dinp is always written.
 // With ctx.timer (-pt 1), the bias work outside the GEMMs is charged to its own phase,
 // the GEMMs to the phase that was current when this was called.
 inline void matmul_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
                             const floatX* dout, const floatX* inp, const floatX* weight, const floatX* dgelu_input,
-                            int N, int C, int OC, cudaStream_t stream, int inp_ld = 0) {
+                            int N, int C, int OC, cudaStream_t stream, int inp_ld = 0,
+                            bool accumulate_grads = true) {
     if (inp_ld == 0) inp_ld = C;
     if (inp_ld != C && inp_ld != C + MATMUL_BIAS_PAD) {
         fatal("matmul_backward: inp row stride %d must be C=%d or C+%d", inp_ld, C, MATMUL_BIAS_PAD);
@@ -333,7 +354,7 @@ inline void matmul_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, floa
     const std::string gemm_phase = phase_timer_current(timer);
     if (dbias && !bias_from_gemm) {
         phase_mark(timer, "bias grads (column sums)", stream);
-        bias_backward(ctx, dbias, dout, scratch, N, OC, stream);
+        bias_backward(ctx, dbias, dout, scratch, N, OC, stream, accumulate_grads);
         phase_mark(timer, gemm_phase.c_str(), stream);
     }
     MatmulDesc gd(MatmulOp::N, MatmulOp::N, C, N, OC);  // dinp^T (C, N) = weight^T (C, OC) @ dout^T (OC, N)
@@ -341,22 +362,27 @@ inline void matmul_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, floa
     matmul_cublaslt(ctx, gd, {dinp, weight, dout, nullptr, nullptr, const_cast<floatX*>(dgelu_input)}, stream);
     if (!bias_from_gemm) {
         MatmulDesc gw(MatmulOp::N, MatmulOp::T, C, OC, N);  // dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC)
-        gw.accumulate = true;
+        gw.accumulate = accumulate_grads;
         gw.lda = inp_ld;
-        matmul_cublaslt(ctx, gw, {dweight, inp, dout, dweight}, stream);
+        matmul_cublaslt(ctx, gw, {dweight, inp, dout, accumulate_grads ? dweight : nullptr}, stream);
         return;
     }
-    // ext (OC, C+pad) fp32 = dout^T @ [inp | 1 0 ... 0]: column-major (C+pad, OC); column C of the
-    // row-major view is dbias
+    // ext (OC, C+pad) = dout^T @ [inp | 1 0 ... 0]: column-major (C+pad, OC); column C of the row-major
+    // view is dbias. fp32 when added to the gradients; floatX (half the traffic) when it replaces them.
     if (C % x128::size != 0) fatal("matmul_backward: C=%d must be a multiple of %d", C, x128::size);
     MatmulDesc ge(MatmulOp::N, MatmulOp::T, inp_ld, OC, N);
     ge.lda = inp_ld;
-    ge.d_fp32 = true;
+    ge.d_fp32 = accumulate_grads;
     matmul_cublaslt(ctx, ge, {scratch, inp, dout}, stream);
     phase_mark(timer, "bias grads (dW GEMM column)", stream);
     const size_t threads = (size_t)OC * (C / x128::size + 1);
-    matmul_add_weight_bias_grads_kernel<<<ceil_div(threads, 256), 256, 0, stream>>>(dweight, dbias, scratch, OC, C,
-                                                                                    inp_ld);
+    if (accumulate_grads) {
+        matmul_add_weight_bias_grads_kernel<<<ceil_div(threads, 256), 256, 0, stream>>>(dweight, dbias, scratch, OC,
+                                                                                        C, inp_ld);
+    } else {
+        matmul_write_weight_bias_grads_kernel<<<ceil_div(threads, 256), 256, 0, stream>>>(
+            dweight, dbias, reinterpret_cast<const floatX*>(scratch), OC, C, inp_ld);
+    }
     cudaCheckLaunch();
     phase_mark(timer, gemm_phase.c_str(), stream);
 }

@@ -5,11 +5,11 @@
  *   TrainStepResult train_step(GPT2* model, const TrainStep& ts, int step, float lr, bool next_is_last,
  *                              NextBatch next_batch)
  * step is the loop index (0-based); the update is AdamW step t = step + 1. In order:
- *   1. gradients and per-token losses zeroed (gpt2_zero_grad)
+ *   1. per-token losses zeroed (the gradients are not: the first micro-step's backward writes them)
  *   2. ts.grad_accum micro-steps: next_batch(micro) returns the micro-batch {inputs, targets} on the
  *      host, (ts.B, ts.T) each (the trainer's data loader, the test's fixed batch); forward with
- *      dloss = 1 / (B*T*grad_accum), backward (parameter gradients +=; on the last micro-step ZeRO-0
- *      starts each layer's all-reduce)
+ *      dloss = 1 / (B*T*grad_accum), backward (parameter gradients = on the first micro-step, += on the
+ *      others; on the last micro-step ZeRO-0 starts each layer's all-reduce)
  *   3. the gradient reduction completed (gpt2_reduce_gradients)
  *   4. this rank's mean loss, and the vote (llmc/rank_agreement.h): mean loss over ranks, stop
  *      requests (ts.stop_flag != 0 at this point, on each rank), agreement on the last step
@@ -66,11 +66,11 @@ TrainStepResult train_step(GPT2* model, const TrainStep& ts, int step, float lr,
     MultiGpuConfig* mp = model->mp;
     const int B = ts.B, T = ts.T, accum = ts.grad_accum;
     train_step_wait_(ts, step + 1, "forward, backward and the gradient reduction (ncclAllReduce / ncclReduceScatter)");
-    gpt2_zero_grad(model);
+    gpt2_zero_losses(model);  // (the gradients need no zeroing: the first micro-step's backward writes them)
     for (int micro = 0; micro < accum; micro++) {
         const StepBatch batch = next_batch(micro);
         gpt2_forward(model, batch.inputs, batch.targets, B, T, true, accum);
-        gpt2_backward(model, B, T, micro == accum - 1);
+        gpt2_backward(model, B, T, micro == 0, micro == accum - 1);
     }
     gpt2_reduce_gradients(model);
     const float local_loss = (float)(gpt2_losses_sum(model, B, T) / ((double)B * T * accum));

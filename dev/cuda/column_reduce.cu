@@ -1,8 +1,8 @@
 /*
  * Lab for llmc/column_reduce.cuh: bias_backward, dbias(OC) += column sums of dout(N, OC), against a
  * CPU sum in double from the same bf16 values. The fp32 scratch is poisoned first (every partial the
- * finishing kernel reads must have been written); dbias starts from random values (+=); two runs from the
- * same state must be bitwise equal. (layernorm_param_backward, the other user of these kernels, is
+ * finishing kernel reads must have been written); dbias starts from random values (+=), or NaN with
+ * accumulate = false (=); two runs from the same state must be bitwise equal. (layernorm_param_backward, the other user of these kernels, is
  * checked by the layernorm lab.) Exit status 1 if any check fails.
  */
 #include "llmc/column_reduce.cuh"
@@ -47,6 +47,15 @@ static void run_shape(const Shape& s) {
     lab_sync();
     const size_t diff = count_bit_differences(dbias, dbias1, OC);
     check("bias_backward deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
+
+    // accumulate = false: dbias written from NaN (not read)
+    restore();
+    poison(dbias, OC);
+    bias_backward(lab_ctx(), dbias, dout, scratch, N, OC, 0, false);
+    lab_sync();
+    std::vector<double> ref_new(OC);
+    for (int c = 0; c < OC; c++) ref_new[c] = ref[c] - h_db0[c];
+    check_close("bias_backward dbias = [" + shape + "]", download(dbias, OC), ref_new, TOL_BF16);
 
     const float ms = time_ms([&] { bias_backward(lab_ctx(), dbias, dout, scratch, N, OC, 0); });
     report("bias_backward", shape, ms, (double)n * sizeof(floatX) + 2.0 * OC * sizeof(floatX));

@@ -5,7 +5,8 @@
  * positions (many segments: the two-kernel path), others one (the direct path).
  *
  * Checks per shape: forward output (poisoned first); dwte and dwpe against old + sum; wte rows of tokens
- * that do not occur and dwpe rows t >= T bitwise untouched; two backward runs from the same state and
+ * that do not occur and dwpe rows t >= T bitwise untouched; dwpe rows t < T written (=) from NaN with
+ * accumulate_wpe = false (dwte still +=); two backward runs from the same state and
  * seed bitwise equal. Times both. Exit status 1 if any check fails.
  */
 #include "llmc/encoder.cuh"
@@ -107,6 +108,23 @@ static void run_shape(const Shape& s) {
     lab_sync();
     const size_t diff = gte.bit_differences() + gpe.bit_differences();
     check("encoder_backward deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
+
+    // accumulate_wpe = false (an optimizer step's first micro-step): rows t < T of dwpe written from NaN,
+    // the other rows untouched; dwte still +=
+    gte.restore();
+    gpe.restore();
+    poison(dwpe, (size_t)T * C);
+    encoder_backward_prepare(&ws, tokens.data(), BT, 0);
+    encoder_backward(dwte, dwpe, &ws, dout, B, T, C, seed, 0, false);
+    lab_sync();
+    {
+        const std::vector<float> got = download(dwpe, (size_t)maxT * C);
+        std::vector<double> ref(ref_dwpe.begin(), ref_dwpe.end());
+        for (size_t i = 0; i < (size_t)T * C; i++) ref[i] -= h_dwpe0[i];  // = instead of +=
+        check_close("encoder_backward dwpe = (rows < T) [" + shape + "]", got, ref, TOL_BF16_SR);
+        check_close("encoder_backward dwte += beside dwpe = [" + shape + "]", download(dwte, (size_t)Vp * C), ref_dwte,
+                    TOL_BF16_SR);
+    }
 
     const float bwd_ms = time_ms([&] {
         cudaCheck(cudaStreamSynchronize(0));  // the pinned staging buffer is reused

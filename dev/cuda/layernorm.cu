@@ -4,7 +4,9 @@
  *                           in registers up to C = 4096, re-read beyond (the shape C=8200)
  *   layernorm_recompute     out = from saved mean/rstd
  *   layernorm_backward      dinp +=, dweight +=, dbias +=, dinp_colsum += (per-block partials +
- *                           llmc/column_reduce.cuh), deterministic; also without dinp_colsum
+ *                           llmc/column_reduce.cuh), deterministic; also without dinp_colsum, and with
+ *                           the parameter gradients written (=, from NaN) instead of accumulated; and the
+ *                           column-owner kernel at every grid of a sweep (rows per group x blocks per SM)
  * Outputs that are overwritten are poisoned first; accumulated ones start from random values. The
  * backward runs twice from the same state and must be bitwise equal. Exit status 1 if any check fails.
  */
@@ -183,6 +185,27 @@ static void run_shape(const Shape& s) {
         check("layernorm_backward without dinp_colsum leaves it untouched [" + shape + "]", diff == 0,
               strfmt("%zu bytes differ", diff));
 
+        // accumulate_params = false (an optimizer step's first micro-step): dweight, dbias and dinp_colsum
+        // written from NaN, not read; dinp still +=
+        restore();
+        poison(dweight, C);
+        poison(dbias, C);
+        poison(dcol, C);
+        layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0, dcol, false);
+        lab_sync();
+        {
+            std::vector<double> rw(C), rb(C), rc(C);
+            for (int c = 0; c < C; c++) {
+                rw[c] = ref_dw[c] - h_dw0[c];
+                rb[c] = ref_db[c] - h_db0[c];
+                rc[c] = ref_dcol[c] - h_dcol0[c];
+            }
+            check_close("layernorm_backward (params =) dinp += [" + shape + "]", download(dinp, NC), ref_dinp, TOL_BF16);
+            check_close("layernorm_backward dweight = [" + shape + "]", download(dweight, C), rw, TOL_BF16);
+            check_close("layernorm_backward dbias = [" + shape + "]", download(dbias, C), rb, TOL_BF16);
+            check_close("layernorm_backward dinp_colsum = [" + shape + "]", download(dcol, C), rc, TOL_BF16);
+        }
+
         const float ms = time_ms([&] { layernorm_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, 0); });
         // minimum: read dout, inp, dinp; write dinp (the parameter gradients are small)
         report("layernorm_backward", shape, ms, 4.0 * NC * sizeof(floatX) + 8.0 * N);
@@ -196,6 +219,40 @@ static void run_shape(const Shape& s) {
         floatX* outs[] = {dweight, dbias, dcol};
         const float ms3 = time_ms([&] { column_finish(outs, 3, scratch, blocks, C, 0); });
         report(strfmt("  of which column_finish (%d blocks)", blocks), shape, ms3, 3.0 * blocks * C * sizeof(float));
+
+        // The column-owner kernel's grid: rows per group R x resident blocks per SM (the build's choice is
+        // LAYERNORM_BWD_COL_ROWS / _BLOCKS_PER_SM). Every variant is checked against the reference, and
+        // timed (with dinp_colsum) at the shapes large enough to fill the GPU.
+        if (layernorm_backward_uses_columns(C)) {
+            const int sms = lab_ctx().props.multiProcessorCount;
+            for (int R : {1, 2, 4, 8}) {
+                int last_per_sm = 0;
+                for (int cap : {1, 2, 3, 4, 6, 8, 16}) {
+                    const int per_sm = layernorm_backward_columns_per_sm(C, true, R, cap);
+                    if (per_sm == last_per_sm) continue;  // occupancy already reached
+                    last_per_sm = per_sm;
+                    const int nb = std::min(per_sm * sms, ceil_div(N, R));
+                    float* scr = lab_alloc<float>((size_t)3 * nb * C);
+                    const std::string v = strfmt("R=%d, %d blocks (%d per SM)", R, nb, per_sm);
+                    restore();
+                    poison(scr, (size_t)3 * nb * C);
+                    layernorm_backward_columns(R, nb, dinp, dweight, dbias, scr, dout, inp, weight, mean, rstd, N, C, 0,
+                                               dcol);
+                    lab_sync();
+                    check_close("layernorm_backward columns " + v + " dinp [" + shape + "]", download(dinp, NC), ref_dinp, TOL_BF16);
+                    check_close("layernorm_backward columns " + v + " dweight [" + shape + "]", download(dweight, C), ref_dw, TOL_BF16);
+                    check_close("layernorm_backward columns " + v + " dbias [" + shape + "]", download(dbias, C), ref_db, TOL_BF16);
+                    check_close("layernorm_backward columns " + v + " dinp_colsum [" + shape + "]", download(dcol, C), ref_dcol, TOL_BF16);
+                    if (N >= 4096) {
+                        const float t = time_ms([&] {
+                            layernorm_backward_columns(R, nb, dinp, dweight, dbias, scr, dout, inp, weight, mean, rstd,
+                                                       N, C, 0, dcol);
+                        });
+                        report("  columns +dinp_colsum " + v, shape, t, 4.0 * NC * sizeof(floatX) + 8.0 * N);
+                    }
+                }
+            }
+        }
     }
 }
 

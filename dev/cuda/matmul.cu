@@ -6,6 +6,7 @@
  *                    with a residual (cases without GELU): out = that + residual, residual unchanged
  *   matmul_backward  dinp = dout @ W (* gelu'(dgelu_input))   poisoned first
  *                    dweight += dout^T inp, dbias += column sums of dout   start from random values
+ *                    and with accumulate_grads = false: dweight, dbias =   poisoned first
  *                    two runs from the same state must be bitwise equal
  * Cases with a bias also run both with inp stored padded ("+pad": row stride C + MATMUL_BIAS_PAD, the
  * ones column after the C values), where dbias comes out of the weight-gradient GEMM.
@@ -175,15 +176,19 @@ static void run_case(const Case& cs) {
     const std::vector<float> h_dw0_rows = download_rows(gw.start, C, rows_w);
     std::vector<double> ref_dw(h_dw0_rows.begin(), h_dw0_rows.end());  // += dout^T inp
     add_weighted_rows(ref_dw.data(), h_dout_cols.data(), h_inp.data(), rows_w.size(), N, C);
-    std::vector<double> ref_db;
+    std::vector<double> ref_db, ref_db_new;
     if (cs.bias) {
         const std::vector<float> h_db0 = download(gb.start, OC);
-        ref_db.assign(h_db0.begin(), h_db0.end());
+        ref_db_new.assign(OC, 0.0);
         const std::vector<float> h_dout = download(dout, (size_t)N * OC);
         for (int n = 0; n < N; n++) {
-            for (int o = 0; o < OC; o++) ref_db[o] += h_dout[(size_t)n * OC + o];
+            for (int o = 0; o < OC; o++) ref_db_new[o] += h_dout[(size_t)n * OC + o];
         }
+        ref_db.resize(OC);
+        for (int o = 0; o < OC; o++) ref_db[o] = h_db0[o] + ref_db_new[o];
     }
+    std::vector<double> ref_dw_new(ref_dw.size());  // without the start values: accumulate_grads = false
+    for (size_t i = 0; i < ref_dw.size(); i++) ref_dw_new[i] = ref_dw[i] - h_dw0_rows[i];
     const std::string brows = rows_b.size() < (size_t)N ? strfmt(", %zu rows", rows_b.size()) : "";
     const std::string wrows = rows_w.size() < (size_t)OC ? strfmt(", %zu rows", rows_w.size()) : "";
 
@@ -221,6 +226,19 @@ static void run_case(const Case& cs) {
         lab_sync();
         const size_t diff = count_bit_differences(dinp, dinp1, (size_t)N * C) + gw.bit_differences() + gb.bit_differences();
         check(kernel + " deterministic [" + shape + "]", diff == 0, strfmt("%zu bytes differ between two runs", diff));
+
+        // accumulate_grads = false (an optimizer step's first micro-step): dweight / dbias written, not read;
+        // they start as NaN, so an element left unwritten (or read) shows
+        restore();
+        poison(dweight, (size_t)OC * C);
+        if (cs.bias) poison(dbias, OC);
+        matmul_backward(lab_ctx(), dinp, dweight, dbias, scratch, dout, x, weight, dg, N, C, OC, 0, x_ld, false);
+        lab_sync();
+        check_close(kernel + " dweight = [" + shape + wrows + "]", download_rows(dweight, C, rows_w), ref_dw_new, TOL_BF16);
+        if (cs.bias) check_close(kernel + " dbias = [" + shape + "]", download(dbias, OC), ref_db_new, TOL_BF16);
+        const size_t bad_new = count_nonfinite(dweight, (size_t)OC * C) + (cs.bias ? count_nonfinite(dbias, OC) : 0);
+        check(kernel + " dweight / dbias = write every element [" + shape + "]", bad_new == 0,
+              strfmt("%zu NaN/Inf left", bad_new));
 
         const float ms = time_ms(launch);
         report(kernel, strfmt("%s %dx%dx%d", cs.name, N, C, OC), ms,
