@@ -317,11 +317,15 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
 #ifndef LAYERNORM_BWD_COLUMNS  // -D override: 0 takes the warp-per-row kernel for every width (A/B)
 #define LAYERNORM_BWD_COLUMNS 1
 #endif
+// Rows per group and the grid, from the lab's sweep (dev/cuda/layernorm.cu, H100, with dinp_colsum, ms):
+// R = 2 at the most resident blocks was the fastest at every width: N=65536 C=768 0.1525 (R=1 0.1553,
+// R=4 0.2266: 176 registers, 2 blocks per SM), N=8192 C=1600 0.0568 (R=1 0.0572, R=4 0.0867), against
+// the warp-per-row kernel's 0.1712 and 0.0731. Occupancy, not loads per thread, sets the bytes in flight.
 #ifndef LAYERNORM_BWD_COL_ROWS  // rows per group (-D override for lab sweeps)
-#define LAYERNORM_BWD_COL_ROWS 4
+#define LAYERNORM_BWD_COL_ROWS 2
 #endif
 #ifndef LAYERNORM_BWD_COL_BLOCKS_PER_SM  // at most this many resident blocks per SM (each adds partials)
-#define LAYERNORM_BWD_COL_BLOCKS_PER_SM 4
+#define LAYERNORM_BWD_COL_BLOCKS_PER_SM 8
 #endif
 constexpr int LAYERNORM_BWD_COL_MAX_THREADS = 256;
 
