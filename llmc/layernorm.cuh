@@ -306,9 +306,9 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
 
 // Column-owner backward (C <= LAYERNORM_BWD_COL_MAX_THREADS * V, all GPT-2 widths): thread t of a block
 // owns channels [Vt, Vt + V) of every row (V = x128::size, 8 in bf16), so the column sums (dweight,
-// dbias, dinp) stay in 2V-3V registers per thread, with no shared-memory copies and so no limit of one block per SM at wide rows
-// (the warp-per-row kernel's 172 KB of accumulators at C = 1600). The block takes groups of R rows
-// (groups blockIdx.x, blockIdx.x + gridDim.x, ...): dout, inp and dinp of the R rows are all loaded
+// dbias, dinp) stay in 2V-3V registers per thread: no shared-memory copies, so no limit of one block per
+// SM at wide rows (the warp-per-row kernel's 172 KB of accumulators at C = 1600). The block takes groups
+// of R rows (groups blockIdx.x, blockIdx.x + gridDim.x, ...): dout, inp and dinp of the R rows are loaded
 // before any arithmetic (3R 16-byte loads per thread in flight), each row's two sums are reduced over
 // the block (warp shuffles, then the warps' values in warp order from shared memory: one
 // __syncthreads per group, double-buffered so the next group's writes cannot meet this group's reads),
