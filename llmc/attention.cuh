@@ -17,8 +17,8 @@
  *    = 90), mma.sync m16n8k16 + ldmatrix otherwise; both give each warp the same fragments.
  *    Backward: a D = rowsum(dO*O) kernel (coalesced: 8 lanes per row), a dK/dV kernel (one block
  *    per key tile, loops over query tiles) and a dQ kernel (one block per query tile) that
- *    recomputes P and dP; the sm_90a pair
- *    reads its loop-fixed operands from shared memory (att_wgmma_abt_tiles says why). Every output
+ *    recomputes P and dP; the sm_90a pair reads its loop-fixed operands from shared memory
+ *    (att_wgmma_abt_tiles says why). Every output
  *    element has one writer and a fixed summation order: bitwise deterministic.
  *  - FP32 builds, and the reference in dev/cuda/attention.cu: fp32 math on the CUDA cores (one
  *    thread per query or key row), deterministic for the same reason.
