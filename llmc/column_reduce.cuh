@@ -64,8 +64,14 @@ __global__ void column_partial_sums_kernel(float* partial, const floatX* dout, i
 // row groups): group g adds chunks g, g + 8, ... in order, then the 8 group sums are added in group
 // order (a fixed order: deterministic). Eight chunks of a column are read at once. Replacing one thread
 // per column reading them one after another (one launch per output) took the LayerNorm backward at d12,
-// B=64 from 151 to 132 us in dev/cuda/layernorm, where this finish alone now measures 7 us.
+// B=64 from 151 to 132 us in dev/cuda/layernorm, where this finish alone then measured 7 us.
+// Each group issues COLUMN_FINISH_UNROLL of its loads before adding them (in the same order: the bits
+// do not change): the grid is small (OC / 32 x outputs blocks, 72 at C = 768), so the loads in flight
+// per thread set the bandwidth; the LayerNorm backward's partials are up to 3 x 1056 x C floats.
 constexpr int COLUMN_FINISH_GROUPS = 8;
+#ifndef COLUMN_FINISH_UNROLL  // -D override for the lab (1: one load at a time, as before)
+#define COLUMN_FINISH_UNROLL 16
+#endif
 constexpr int COLUMN_FINISH_MAX_OUTPUTS = 3;
 struct ColumnFinishOutputs {
     floatX* out[COLUMN_FINISH_MAX_OUTPUTS];
@@ -78,7 +84,16 @@ __global__ void column_finish_kernel(ColumnFinishOutputs outs, const float* part
     const float* p = partial + (size_t)blockIdx.y * chunks * OC;
     float sum = 0.f;
     if (col < OC) {
-        for (int i = threadIdx.y; i < chunks; i += COLUMN_FINISH_GROUPS) sum += p[(size_t)i * OC + col];
+        constexpr int G = COLUMN_FINISH_GROUPS, U = COLUMN_FINISH_UNROLL;
+        int i = threadIdx.y;
+        for (; i + (U - 1) * G < chunks; i += U * G) {
+            float v[U];
+#pragma unroll
+            for (int k = 0; k < U; k++) v[k] = __ldcs(p + (size_t)(i + k * G) * OC + col);  // read once
+#pragma unroll
+            for (int k = 0; k < U; k++) sum += v[k];  // chunk order, as one at a time
+        }
+        for (; i < chunks; i += G) sum += __ldcs(p + (size_t)i * OC + col);
     }
     group_sums[threadIdx.y][threadIdx.x] = sum;
     __syncthreads();

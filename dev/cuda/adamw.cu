@@ -16,11 +16,6 @@
 #include "llmc/adamw.cuh"
 #include "common.h"
 
-static uint32_t float_bits(float x) {
-    uint32_t b;
-    memcpy(&b, &x, sizeof(b));
-    return b;
-}
 static float bits_float(uint32_t b) {
     float x;
     memcpy(&x, &b, sizeof(x));

@@ -3,7 +3,12 @@
  * CPU sum in double from the same bf16 values. The fp32 scratch is poisoned first (every partial the
  * finishing kernel reads must have been written); dbias starts from random values (+=), or NaN with
  * accumulate = false (=); two runs from the same state must be bitwise equal. (layernorm_param_backward, the other user of these kernels, is
- * checked by the layernorm lab.) Exit status 1 if any check fails.
+ * checked by the layernorm lab.)
+ * column_finish alone: random partials (outputs, chunks, OC) against a host sum in the kernel's
+ * documented fp32 order (group g adds chunks g, g + 8, ... in order, then the groups in order), which
+ * must match bit for bit (the order is what keeps the trainer's results reproducible; a change of it
+ * fails here), += and =; timed at the LayerNorm backward's partial shapes.
+ * Exit status 1 if any check fails.
  */
 #include "llmc/column_reduce.cuh"
 #include "common.h"
@@ -61,8 +66,60 @@ static void run_shape(const Shape& s) {
     report("bias_backward", shape, ms, (double)n * sizeof(floatX) + 2.0 * OC * sizeof(floatX));
 }
 
+// column_finish over (n_out, chunks, OC) random partials, against the host emulation of its fixed order.
+static void run_finish(int n_out, int chunks, int OC, bool timed) {
+    const std::string shape = strfmt("outputs=%d chunks=%d OC=%d", n_out, chunks, OC);
+    const size_t n = (size_t)n_out * chunks * OC;
+    float* partial = lab_alloc<float>(n);
+    floatX* outs[COLUMN_FINISH_MAX_OUTPUTS] = {};
+    floatX* out0 = lab_alloc<floatX>((size_t)n_out * OC);
+    for (int a = 0; a < n_out; a++) outs[a] = lab_alloc<floatX>(OC);
+    fill_uniform(partial, n, -1.f, 1.f);
+    fill_uniform(out0, (size_t)n_out * OC, -1.f, 1.f);
+    const std::vector<float> hp = download(partial, n), h0 = download(out0, (size_t)n_out * OC);
+    for (bool accumulate : {true, false}) {
+        for (int a = 0; a < n_out; a++) {
+            if (accumulate) copy_device(outs[a], out0 + (size_t)a * OC, OC);
+            else poison(outs[a], OC);
+        }
+        column_finish(outs, n_out, partial, chunks, OC, 0, accumulate);
+        lab_sync();
+        size_t mismatched = 0;
+        for (int a = 0; a < n_out; a++) {
+            const std::vector<float> got = download(outs[a], OC);
+            for (int c = 0; c < OC; c++) {
+                float total = 0.f;
+                for (int g = 0; g < COLUMN_FINISH_GROUPS; g++) {
+                    float sum = 0.f;
+                    for (int i = g; i < chunks; i += COLUMN_FINISH_GROUPS) sum += hp[((size_t)a * chunks + i) * OC + c];
+                    total += sum;
+                }
+                const float want = round_floatX(accumulate ? h0[(size_t)a * OC + c] + total : total);
+                mismatched += float_bits(got[c]) != float_bits(want);
+            }
+        }
+        check(strfmt("column_finish %s, fixed order bitwise [%s]", accumulate ? "+=" : "=", shape.c_str()),
+              mismatched == 0, strfmt("%zu of %zu outputs differ from the host's fixed-order sum", mismatched,
+                                      (size_t)n_out * OC));
+    }
+    if (timed) {
+        const float ms = time_ms([&] { column_finish(outs, n_out, partial, chunks, OC, 0, true); });
+        report("column_finish", shape, ms, (double)n * sizeof(float) + 2.0 * n_out * OC * sizeof(floatX));
+    }
+}
+
 int main() {
     lab_init("column_reduce");
+    // the LayerNorm backward's partials: one chunk per block (layernorm_backward_blocks), 3 outputs with
+    // the dinp column sum; odd sizes for the unrolled loop's remainder
+    const int sms = lab_ctx().props.multiProcessorCount;
+    run_finish(3, 8 * sms, 768, true);
+    run_finish(3, 4 * sms, 1600, true);
+    run_finish(2, 8 * sms, 1600, true);
+    run_finish(3, 1, 40, false);
+    run_finish(2, 7, 8, false);
+    run_finish(1, 135, 72, false);
+    run_finish(3, 16 * 8 + 9, 264, false);
     const Shape shapes[] = {
         {8 * 1024, 768},       // GPT-2 d12: attproj / fcproj bias
         {8 * 1024, 3 * 768},   // qkv bias

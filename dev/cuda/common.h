@@ -206,6 +206,13 @@ void copy_device(T* dst, const T* src, size_t n) {
     cudaCheck(cudaMemcpy(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice));
 }
 
+// The bits of a float (bitwise comparisons: immune to fast-math assumptions about NaN and -0).
+inline uint32_t float_bits(float x) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof(b));
+    return b;
+}
+
 // Rounds like the GPU's (T)float conversion (round to nearest even), back to float.
 inline float round_floatX(float x) { return (float)(floatX)x; }
 
