@@ -307,6 +307,34 @@ constexpr float ATT_LN2 = 0.6931471805599453f;
 constexpr float ATT_SCALE = 0.125f;                      // 1/sqrt(HS)
 constexpr float ATT_SCALE_LOG2 = ATT_SCALE * ATT_LOG2E;  // scores go straight to the exp2 domain
 
+// Which (batch, head, tile rank) a block of the tensor-core kernels computes; grid (tiles, NH, B), blocks
+// start in linear block order (x fastest). Rank 0 is the tile with the most work (the last query tile,
+// the first key tile: causal). Every order runs the same blocks, so the bits do not depend on it.
+//   0: rank fastest, then head, then batch: each head's tiles heavy to light, head after head, so the
+//      last heads' heavy tiles start near the end of the kernel and form its tail.
+//   1: head fastest, then rank, then batch: within a batch row every head's heaviest tile first
+//      (longest first), the L2 working set staying about one batch row's K and V.
+//   2: head, then batch, then rank: longest first over the whole grid (every head's K and V live at once).
+#ifndef ATT_TILE_ORDER
+#define ATT_TILE_ORDER 1
+#endif
+struct AttBlock {
+    int b, h, rank;
+};
+__device__ __forceinline__ AttBlock att_block() {
+    const int tiles = gridDim.x, NH = gridDim.y, B = gridDim.z;
+    const int lin = blockIdx.x + tiles * (blockIdx.y + NH * blockIdx.z);
+#if ATT_TILE_ORDER == 0
+    (void)B;
+    return {lin / (tiles * NH), (lin / tiles) % NH, lin % tiles};
+#elif ATT_TILE_ORDER == 1
+    (void)B;
+    return {lin / (tiles * NH), lin % NH, (lin / NH) % tiles};
+#else
+    return {(lin / NH) % B, lin % NH, lin / (NH * B)};
+#endif
+}
+
 __device__ __forceinline__ uint32_t att_smem_addr(const void* p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
@@ -659,8 +687,9 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_forward_tc_kernel(__
     __shared__ __align__(1024) __nv_bfloat16 sq[ATT_TC_TILE * ATT_HS];
     __shared__ __align__(1024) __nv_bfloat16 sk[2][ATT_TC_TILE * ATT_HS];
     __shared__ __align__(1024) __nv_bfloat16 sv[2][ATT_TC_TILE * ATT_HS];
-    const int C = NH * ATT_HS, stride = 3 * C, b = blockIdx.z, h = blockIdx.y;
-    const int qt = gridDim.x - 1 - blockIdx.x;  // longest rows (most key tiles) start first
+    const AttBlock blk = att_block();
+    const int C = NH * ATT_HS, stride = 3 * C, b = blk.b, h = blk.h;
+    const int qt = gridDim.x - 1 - blk.rank;  // longest rows (most key tiles) start first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
     const __nv_bfloat16* qkv = inp + (size_t)b * T * stride + h * ATT_HS;
     const uint32_t sq_a = att_smem_addr(sq), sk_a = att_smem_addr(sk), sv_a = att_smem_addr(sv);
@@ -813,7 +842,7 @@ __device__ __forceinline__ void att_bwd_ds(float (&dp)[8][4], const float (&s)[8
 }
 
 // The backward of builds without wgmma (not sm_90a: mma.sync, per warp).
-// dK and dV of one key tile (blockIdx.x): loops over the query tiles i >= kt with Q, dO, lse and D
+// dK and dV of one key tile (att_block().rank): loops over the query tiles i >= kt with Q, dO, lse and D
 // double-buffered. Per warp (16 key rows x 64 queries), with S^T = K Q^T and dP^T = V dO^T:
 //   P^T = exp2(S^T * scale*log2e - lse*log2e)  (masked: key > query, query >= T)
 //   dV += P^T dO,   dS^T = P^T * (dP^T - D),   dK += dS^T Q   (times scale at the end)
@@ -824,8 +853,9 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_tc_kern
     __shared__ __align__(128) __nv_bfloat16 sdo[2][ATT_TC_TILE * ATT_HS];
     __shared__ __align__(16) float slse[2][ATT_TC_TILE];
     __shared__ __align__(16) float sd[2][ATT_TC_TILE];
-    const int C = NH * ATT_HS, stride = 3 * C, b = blockIdx.z, h = blockIdx.y;
-    const int kt = blockIdx.x;  // low key tiles see the most query tiles and start first
+    const AttBlock blk = att_block();
+    const int C = NH * ATT_HS, stride = 3 * C, b = blk.b, h = blk.h;
+    const int kt = blk.rank;  // low key tiles see the most query tiles and start first
     const int nq = ceil_div(T, ATT_TC_TILE);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
     const __nv_bfloat16* qkv = inp + (size_t)b * T * stride + h * ATT_HS;
@@ -889,8 +919,9 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_tc_kerne
     int T, int NH) {
     __shared__ __align__(128) __nv_bfloat16 sk[2][ATT_TC_TILE * ATT_HS];
     __shared__ __align__(128) __nv_bfloat16 sv[2][ATT_TC_TILE * ATT_HS];
-    const int C = NH * ATT_HS, stride = 3 * C, b = blockIdx.z, h = blockIdx.y;
-    const int qt = gridDim.x - 1 - blockIdx.x;  // longest rows start first
+    const AttBlock blk = att_block();
+    const int C = NH * ATT_HS, stride = 3 * C, b = blk.b, h = blk.h;
+    const int qt = gridDim.x - 1 - blk.rank;  // longest rows start first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
     const __nv_bfloat16* qkv = inp + (size_t)b * T * stride + h * ATT_HS;
     const __nv_bfloat16* go = dout + (size_t)b * T * C + h * ATT_HS;
@@ -960,9 +991,10 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_wgmma_k
     const uint32_t sq_a = att_smem_addr(sq0), sdo_a = sq_a + 2 * ATT_TC_TILE_BYTES;
     const uint32_t sk_a = sq_a + 4 * ATT_TC_TILE_BYTES, sv_a = sq_a + 5 * ATT_TC_TILE_BYTES;
 
-    const int C = NH * ATT_HS, stride = 3 * C, b = blockIdx.z, h = blockIdx.y;
+    const AttBlock blk = att_block();
+    const int C = NH * ATT_HS, stride = 3 * C, b = blk.b, h = blk.h;
     const int nq = ceil_div(T, ATT_TC_TILE);
-    const int kt = blockIdx.x;  // low key tiles see the most query tiles and start first
+    const int kt = blk.rank;  // low key tiles see the most query tiles and start first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
     const __nv_bfloat16* qkv = inp + (size_t)b * T * stride + h * ATT_HS;
     const __nv_bfloat16* go = dout + (size_t)b * T * C + h * ATT_HS;
@@ -1044,8 +1076,9 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_wgmma_ke
     __shared__ __align__(1024) __nv_bfloat16 sv[2][ATT_TC_TILE * ATT_HS];
     __shared__ __align__(1024) __nv_bfloat16 sq[ATT_TC_TILE * ATT_HS];
     __shared__ __align__(1024) __nv_bfloat16 sdo[ATT_TC_TILE * ATT_HS];
-    const int C = NH * ATT_HS, stride = 3 * C, b = blockIdx.z, h = blockIdx.y;
-    const int qt = gridDim.x - 1 - blockIdx.x;  // longest rows start first
+    const AttBlock blk = att_block();
+    const int C = NH * ATT_HS, stride = 3 * C, b = blk.b, h = blk.h;
+    const int qt = gridDim.x - 1 - blk.rank;  // longest rows start first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
     const __nv_bfloat16* qkv = inp + (size_t)b * T * stride + h * ATT_HS;
     const __nv_bfloat16* go = dout + (size_t)b * T * C + h * ATT_HS;
