@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 #include <tuple>
+#include <type_traits>
 #include "llmc/autotune.h"
 #include "llmc/column_reduce.cuh"
 #include "llmc/gpu_context.cuh"
@@ -287,50 +288,45 @@ inline void matmul_forward(GpuContext& ctx, floatX* out, floatX* pre_gelu, const
 // fp32 scratch of the weight-gradient GEMM over a padded input: (OC, C + MATMUL_BIAS_PAD).
 inline size_t matmul_bias_grad_scratch_floats(int C, int OC) { return (size_t)OC * (C + MATMUL_BIAS_PAD); }
 
-// dweight(OC,C) += ext[:, :C], dbias(OC) += ext[:, C], ext (OC, ld) fp32: one thread per x128 chunk of a
-// dweight row, plus one per row for the bias. One rounding to floatX, as a GEMM with beta = 1 does.
-__global__ void matmul_add_weight_bias_grads_kernel(floatX* dweight, floatX* dbias, const float* ext, int OC, int C,
-                                                    int ld) {
+// From the ones-column GEMM's output ext (OC, ld) to the gradients: one thread per x128 chunk of a
+// dweight row, plus one per row for the bias.
+//   Accumulate: dweight(OC,C) += ext[:, :C], dbias(OC) += ext[:, C], ext fp32 (Src = float); one
+//               rounding to floatX, as a GEMM with beta = 1 does.
+//   otherwise:  dweight = ext[:, :C], dbias = ext[:, C], ext floatX (Src = floatX): the first
+//               micro-step's gradients, rounded once by the GEMM itself, copied into place.
+// ld and every chunk's column are multiples of x128::size: 16-byte loads of ext in both cases (fp32 as
+// float4s: was one 4-byte load per value), evict-first (read once).
+template <bool Accumulate, class Src>
+__global__ void matmul_finish_weight_bias_grads_kernel(floatX* dweight, floatX* dbias, const Src* ext, int OC, int C,
+                                                       int ld) {
     const int chunks = C / x128::size;
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)OC * (chunks + 1)) return;
     const int oc = (int)(i / (chunks + 1)), j = (int)(i % (chunks + 1));
-    const float* src = ext + (size_t)oc * ld;
+    const Src* src = ext + (size_t)oc * ld;
     if (j == chunks) {
-        dbias[oc] = (floatX)((float)dbias[oc] + src[C]);
+        dbias[oc] = Accumulate ? (floatX)((float)dbias[oc] + (float)src[C]) : (floatX)src[C];
         return;
     }
     const int c = j * x128::size;
     floatX* dst = dweight + (size_t)oc * C + c;
-    x128 w = load128(dst);
-    // 16-byte loads of ext (ld and c are multiples of 4 floats): was one 4-byte load per value
-    const float4* src4 = reinterpret_cast<const float4*>(src + c);
+    if constexpr (!Accumulate) {
+        static_assert(std::is_same<Src, floatX>::value, "the written path copies floatX");
+        store128(dst, load128cs(src + c));
+    } else {
+        static_assert(std::is_same<Src, float>::value, "the accumulating path adds fp32");
+        x128 w = load128(dst);
+        const float4* src4 = reinterpret_cast<const float4*>(src + c);
 #pragma unroll
-    for (int q = 0; q < x128::size / 4; q++) {
-        const float4 e = __ldcs(src4 + q);  // read once: evict first
-        w[4 * q + 0] = (floatX)((float)w[4 * q + 0] + e.x);
-        w[4 * q + 1] = (floatX)((float)w[4 * q + 1] + e.y);
-        w[4 * q + 2] = (floatX)((float)w[4 * q + 2] + e.z);
-        w[4 * q + 3] = (floatX)((float)w[4 * q + 3] + e.w);
+        for (int q = 0; q < x128::size / 4; q++) {
+            const float4 e = __ldcs(src4 + q);
+            w[4 * q + 0] = (floatX)((float)w[4 * q + 0] + e.x);
+            w[4 * q + 1] = (floatX)((float)w[4 * q + 1] + e.y);
+            w[4 * q + 2] = (floatX)((float)w[4 * q + 2] + e.z);
+            w[4 * q + 3] = (floatX)((float)w[4 * q + 3] + e.w);
+        }
+        store128(dst, w);
     }
-    store128(dst, w);
-}
-
-// dweight(OC,C) = ext[:, :C], dbias(OC) = ext[:, C], ext (OC, ld) floatX: the first micro-step's
-// gradients, rounded once by the GEMM itself (as the accumulating path rounds once), copied into place.
-__global__ void matmul_write_weight_bias_grads_kernel(floatX* dweight, floatX* dbias, const floatX* ext, int OC, int C,
-                                                      int ld) {
-    const int chunks = C / x128::size;
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)OC * (chunks + 1)) return;
-    const int oc = (int)(i / (chunks + 1)), j = (int)(i % (chunks + 1));
-    const floatX* src = ext + (size_t)oc * ld;
-    if (j == chunks) {
-        dbias[oc] = src[C];
-        return;
-    }
-    const int c = j * x128::size;  // ld and c are multiples of x128::size: 16-byte aligned
-    store128(dweight + (size_t)oc * C + c, load128cs(src + c));
 }
 
 // dinp = dout @ weight (times gelu'(dgelu_input) when given); dweight += dout^T inp; dbias += sum dout.
@@ -377,10 +373,10 @@ inline void matmul_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, floa
     phase_mark(timer, "bias grads (dW GEMM column)", stream);
     const size_t threads = (size_t)OC * (C / x128::size + 1);
     if (accumulate_grads) {
-        matmul_add_weight_bias_grads_kernel<<<ceil_div(threads, 256), 256, 0, stream>>>(dweight, dbias, scratch, OC,
-                                                                                        C, inp_ld);
+        matmul_finish_weight_bias_grads_kernel<true><<<ceil_div(threads, 256), 256, 0, stream>>>(dweight, dbias,
+                                                                                                 scratch, OC, C, inp_ld);
     } else {
-        matmul_write_weight_bias_grads_kernel<<<ceil_div(threads, 256), 256, 0, stream>>>(
+        matmul_finish_weight_bias_grads_kernel<false><<<ceil_div(threads, 256), 256, 0, stream>>>(
             dweight, dbias, reinterpret_cast<const floatX*>(scratch), OC, C, inp_ld);
     }
     cudaCheckLaunch();
