@@ -315,8 +315,9 @@ constexpr float ATT_SCALE_LOG2 = ATT_SCALE * ATT_LOG2E;  // scores go straight t
 //   1: head fastest, then rank, then batch: within a batch row every head's heaviest tile first
 //      (longest first), the L2 working set staying about one batch row's K and V.
 //   2: head, then batch, then rank: longest first over the whole grid (every head's K and V live at once).
-#ifndef ATT_TILE_ORDER
-#define ATT_TILE_ORDER 1
+// 0 until 1 and 2 have been timed on a GPU (PERF.md, session 18: written, not yet run).
+#ifndef ATT_TILE_ORDER  // -D override for the lab and A/B builds
+#define ATT_TILE_ORDER 0
 #endif
 struct AttBlock {
     int b, h, rank;

@@ -67,10 +67,11 @@ __global__ void column_partial_sums_kernel(float* partial, const floatX* dout, i
 // B=64 from 151 to 132 us in dev/cuda/layernorm, where this finish alone then measured 7 us.
 // Each group issues COLUMN_FINISH_UNROLL of its loads before adding them (in the same order: the bits
 // do not change): the grid is small (OC / 32 x outputs blocks, 72 at C = 768), so the loads in flight
-// per thread set the bandwidth; the LayerNorm backward's partials are up to 3 x 1056 x C floats.
+// per thread set the bandwidth. 1 (one load at a time) until 16 has been timed on a GPU (PERF.md,
+// session 18: written, not yet run).
 constexpr int COLUMN_FINISH_GROUPS = 8;
-#ifndef COLUMN_FINISH_UNROLL  // -D override for the lab (1: one load at a time, as before)
-#define COLUMN_FINISH_UNROLL 16
+#ifndef COLUMN_FINISH_UNROLL  // -D override for the lab and A/B builds
+#define COLUMN_FINISH_UNROLL 1
 #endif
 constexpr int COLUMN_FINISH_MAX_OUTPUTS = 3;
 struct ColumnFinishOutputs {
