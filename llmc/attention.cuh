@@ -336,29 +336,16 @@ __device__ __forceinline__ AttBlock att_block() {
 #endif
 }
 
-__device__ __forceinline__ uint32_t att_smem_addr(const void* p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
 // byte offset of row `row`, 16-byte chunk `chunk` (columns 8*chunk..8*chunk+7) in a swizzled tile
 __device__ __forceinline__ uint32_t att_swz(int row, int chunk) {
     return (uint32_t)(row * (ATT_HS * 2) + ((chunk ^ (row & 7)) << 4));
 }
 
-// 16-byte global -> shared copy that skips the registers; !valid writes 16 zero bytes instead
-__device__ __forceinline__ void att_cp_async16(uint32_t dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-                 : "memory");
-}
+// (16-byte copies, commit and wait: llmc/cuda_common.h's cp_async16 / cp_async_commit / cp_async_wait)
+// 4 bytes, cached in L1 too; !valid writes 4 zero bytes instead
 __device__ __forceinline__ void att_cp_async4(uint32_t dst, const void* src, bool valid) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0)
                  : "memory");
-}
-__device__ __forceinline__ void att_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// wait until at most N of this thread's committed groups are still in flight
-template <int N>
-__device__ __forceinline__ void att_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // Shared memory that cp.async (the generic proxy) filled and wgmma (the async proxy) reads next: each
@@ -462,7 +449,7 @@ __device__ __forceinline__ void att_load_tile_async(uint32_t dst, const __nv_bfl
         const int idx = threadIdx.x + i * ATT_TC_THREADS;
         const int r = idx / 8, chunk = idx % 8;
         const bool valid = row0 + r < T;
-        att_cp_async16(dst + att_swz(r, chunk), src + (size_t)(valid ? row0 + r : 0) * stride + chunk * 8, valid);
+        cp_async16(dst + att_swz(r, chunk), src + (size_t)(valid ? row0 + r : 0) * stride + chunk * 8, valid);
     }
 }
 
@@ -473,7 +460,7 @@ __device__ __forceinline__ void att_load_stats_async(float* dst_a, float* dst_b,
     const int r = threadIdx.x % ATT_TC_TILE;
     const bool valid = row0 + r < T;
     const float* src = (threadIdx.x < ATT_TC_TILE ? a : b) + (valid ? row0 + r : 0);
-    att_cp_async4(att_smem_addr((threadIdx.x < ATT_TC_TILE ? dst_a : dst_b) + r), src, valid);
+    att_cp_async4(smem_addr((threadIdx.x < ATT_TC_TILE ? dst_a : dst_b) + r), src, valid);
 }
 
 // K and V rows row0..row0+63 of one head into two swizzled tiles; qkv points at the head's q in the
@@ -495,10 +482,10 @@ template <class LoadNext>
 __device__ __forceinline__ void att_pipeline_wait(bool has_next, LoadNext&& load_next) {
     if (has_next) {
         load_next();
-        att_cp_async_commit();
-        att_cp_async_wait<1>();
+        cp_async_commit();
+        cp_async_wait<1>();
     } else {
-        att_cp_async_wait<0>();
+        cp_async_wait<0>();
     }
     att_fence_for_wgmma();
     __syncthreads();
@@ -693,11 +680,11 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_forward_tc_kernel(__
     const int qt = gridDim.x - 1 - blk.rank;  // longest rows (most key tiles) start first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
     const __nv_bfloat16* qkv = inp + (size_t)b * T * stride + h * ATT_HS;
-    const uint32_t sq_a = att_smem_addr(sq), sk_a = att_smem_addr(sk), sv_a = att_smem_addr(sv);
+    const uint32_t sq_a = smem_addr(sq), sk_a = smem_addr(sk), sv_a = smem_addr(sv);
 
     att_load_tile_async(sq_a, qkv, qt * ATT_TC_TILE, T, stride);
     att_load_kv_async(sk_a, sv_a, qkv, C, 0, T, stride);
-    att_cp_async_commit();
+    cp_async_commit();
 
     const int row_lo = qt * ATT_TC_TILE + warp * 16 + g;  // this lane's rows: row_lo and row_lo + 8
 #if !defined(ATT_WGMMA)
@@ -863,13 +850,13 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_tc_kern
     const __nv_bfloat16* go = dout + (size_t)b * T * C + h * ATT_HS;
     const float* lse_row = lse + ((size_t)b * NH + h) * T;
     const float* d_row = dvec + ((size_t)b * NH + h) * T;
-    const uint32_t sq_a = att_smem_addr(sq), sdo_a = att_smem_addr(sdo);
+    const uint32_t sq_a = smem_addr(sq), sdo_a = smem_addr(sdo);
 
     // K and V of this tile pass through stage 1 into registers; stage 0 gets the first query tile
     att_load_kv_async(sq_a + ATT_TC_TILE_BYTES, sdo_a + ATT_TC_TILE_BYTES, qkv, C, kt * ATT_TC_TILE, T, stride);
     att_bwd_load_query_tile(sq_a, sdo_a, slse[0], sd[0], qkv, go, lse_row, d_row, kt * ATT_TC_TILE, T, C);
-    att_cp_async_commit();
-    att_cp_async_wait<0>();
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t ka[4][4], va[4][4];
     att_load_a(ka, sq_a + ATT_TC_TILE_BYTES, warp * 16);
@@ -926,18 +913,18 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_tc_kerne
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
     const __nv_bfloat16* qkv = inp + (size_t)b * T * stride + h * ATT_HS;
     const __nv_bfloat16* go = dout + (size_t)b * T * C + h * ATT_HS;
-    const uint32_t sk_a = att_smem_addr(sk), sv_a = att_smem_addr(sv);
+    const uint32_t sk_a = smem_addr(sk), sv_a = smem_addr(sv);
 
     // Q and dO of this tile pass through stage 1 into registers; stage 0 gets key tile 0
     att_load_tile_async(sk_a + ATT_TC_TILE_BYTES, qkv, qt * ATT_TC_TILE, T, stride);
     att_load_tile_async(sv_a + ATT_TC_TILE_BYTES, go, qt * ATT_TC_TILE, T, C);
     att_load_kv_async(sk_a, sv_a, qkv, C, 0, T, stride);
-    att_cp_async_commit();
+    cp_async_commit();
 
     const int row_lo = qt * ATT_TC_TILE + warp * 16 + g;  // this lane's queries: row_lo and row_lo + 8
     float lse2[2], drow[2];
     att_bwd_row_stats(lse2, drow, lse, dvec, (size_t)b * NH + h, T, row_lo);
-    att_cp_async_wait<0>();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t qa[4][4], doa[4][4];
     att_load_a(qa, sk_a + ATT_TC_TILE_BYTES, warp * 16);
@@ -983,13 +970,13 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_wgmma_k
 #if defined(ATT_WGMMA)
     extern __shared__ uint8_t att_dyn_smem[];
     // 1024-byte aligned tiles: Q[2], dO[2], K, V, then lse[2][64] and D[2][64]
-    const uint32_t raw = att_smem_addr(att_dyn_smem);
+    const uint32_t raw = smem_addr(att_dyn_smem);
     uint8_t* base = att_dyn_smem + (((raw + 1023) & ~1023u) - raw);
     __nv_bfloat16* sq0 = reinterpret_cast<__nv_bfloat16*>(base);
     __nv_bfloat16* sdo0 = reinterpret_cast<__nv_bfloat16*>(base + 2 * ATT_TC_TILE_BYTES);
     float (*slse)[ATT_TC_TILE] = reinterpret_cast<float (*)[ATT_TC_TILE]>(base + 6 * ATT_TC_TILE_BYTES);
     float (*sd)[ATT_TC_TILE] = slse + 2;
-    const uint32_t sq_a = att_smem_addr(sq0), sdo_a = sq_a + 2 * ATT_TC_TILE_BYTES;
+    const uint32_t sq_a = smem_addr(sq0), sdo_a = sq_a + 2 * ATT_TC_TILE_BYTES;
     const uint32_t sk_a = sq_a + 4 * ATT_TC_TILE_BYTES, sv_a = sq_a + 5 * ATT_TC_TILE_BYTES;
 
     const AttBlock blk = att_block();
@@ -1007,7 +994,7 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dkv_wgmma_k
     // att_wgmma_abt_tiles); stage 0 gets the first query tile
     att_load_kv_async(sk_a, sv_a, qkv, C, kt * ATT_TC_TILE, T, stride);
     att_bwd_load_query_tile(sq_a, sdo_a, slse[0], sd[0], qkv, go, lse_row, d_row, kt * ATT_TC_TILE, T, C);
-    att_cp_async_commit();
+    cp_async_commit();
 
     const int key_lo = kt * ATT_TC_TILE + warp * 16 + g;  // this lane's keys: key_lo and key_lo + 8
     float dk[8][4], dv[8][4];
@@ -1083,13 +1070,13 @@ __global__ void __launch_bounds__(ATT_TC_THREADS) attention_backward_dq_wgmma_ke
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
     const __nv_bfloat16* qkv = inp + (size_t)b * T * stride + h * ATT_HS;
     const __nv_bfloat16* go = dout + (size_t)b * T * C + h * ATT_HS;
-    const uint32_t sk_a = att_smem_addr(sk), sv_a = att_smem_addr(sv);
-    const uint32_t sq_a = att_smem_addr(sq), sdo_a = att_smem_addr(sdo);
+    const uint32_t sk_a = smem_addr(sk), sv_a = smem_addr(sv);
+    const uint32_t sq_a = smem_addr(sq), sdo_a = smem_addr(sdo);
 
     att_load_tile_async(sq_a, qkv, qt * ATT_TC_TILE, T, stride);
     att_load_tile_async(sdo_a, go, qt * ATT_TC_TILE, T, C);
     att_load_kv_async(sk_a, sv_a, qkv, C, 0, T, stride);
-    att_cp_async_commit();
+    cp_async_commit();
 
     const int row_lo = qt * ATT_TC_TILE + warp * 16 + g;  // this lane's queries: row_lo and row_lo + 8
     float lse2[2], drow[2];

@@ -150,6 +150,23 @@ template <class T> __device__ void store128cs(T* target, Packed128<T> value) {
 }
 
 // ----------------------------------------------------------------------------
+// Asynchronous global -> shared copies (cp.async, sm_80+): the copy skips the registers, and the
+// issuing thread goes on until it waits for its own committed groups.
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+// 16 bytes (both addresses 16-byte aligned), cached in L2 only; !valid writes 16 zero bytes instead
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid = true) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// wait until at most N of this thread's committed groups are still in flight
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// ----------------------------------------------------------------------------
 // Reductions
 
 constexpr int WARP_SIZE = 32;
