@@ -323,16 +323,17 @@ struct AttBlock {
     int b, h, rank;
 };
 __device__ __forceinline__ AttBlock att_block() {
+#if ATT_TILE_ORDER == 0
+    return {(int)blockIdx.z, (int)blockIdx.y, (int)blockIdx.x};
+#else
     const int tiles = gridDim.x, NH = gridDim.y, B = gridDim.z;
     const int lin = blockIdx.x + tiles * (blockIdx.y + NH * blockIdx.z);
-#if ATT_TILE_ORDER == 0
-    (void)B;
-    return {lin / (tiles * NH), (lin / tiles) % NH, lin % tiles};
-#elif ATT_TILE_ORDER == 1
+#if ATT_TILE_ORDER == 1
     (void)B;
     return {lin / (tiles * NH), lin % NH, (lin / NH) % tiles};
 #else
     return {(lin / NH) % B, lin % NH, lin / (NH * B)};
+#endif
 #endif
 }
 

@@ -87,14 +87,16 @@ __global__ void column_finish_kernel(ColumnFinishOutputs outs, const float* part
     if (col < OC) {
         constexpr int G = COLUMN_FINISH_GROUPS, U = COLUMN_FINISH_UNROLL;
         int i = threadIdx.y;
-        for (; i + (U - 1) * G < chunks; i += U * G) {
-            float v[U];
+        if constexpr (U > 1) {
+            for (; i + (U - 1) * G < chunks; i += U * G) {
+                float v[U];
 #pragma unroll
-            for (int k = 0; k < U; k++) v[k] = __ldcs(p + (size_t)(i + k * G) * OC + col);  // read once
+                for (int k = 0; k < U; k++) v[k] = p[(size_t)(i + k * G) * OC + col];
 #pragma unroll
-            for (int k = 0; k < U; k++) sum += v[k];  // chunk order, as one at a time
+                for (int k = 0; k < U; k++) sum += v[k];  // chunk order, as one at a time
+            }
         }
-        for (; i < chunks; i += G) sum += __ldcs(p + (size_t)i * OC + col);
+        for (; i < chunks; i += G) sum += p[(size_t)i * OC + col];
     }
     group_sums[threadIdx.y][threadIdx.x] = sum;
     __syncthreads();
