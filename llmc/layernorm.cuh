@@ -123,6 +123,21 @@ __host__ __device__ constexpr int layernorm_bwd_rows() {
     return VPL == 0 ? LAYERNORM_BWD_ROWS : (LAYERNORM_BWD_REG_VECTORS / VPL > 1 ? LAYERNORM_BWD_REG_VECTORS / VPL : 1);
 }
 
+// The backward's per-element arithmetic, one definition for both kernels below:
+//   norm = (x - mean) * rstd, dnorm = dout * weight,
+//   dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm))
+struct LayerNormBwdTerms {
+    float n, dn;  // norm, dnorm
+};
+__device__ __forceinline__ LayerNormBwdTerms layernorm_bwd_terms(float x, float dout, float weight, float mean,
+                                                                 float rstd) {
+    return {(x - mean) * rstd, dout * weight};
+}
+__device__ __forceinline__ float layernorm_bwd_dinp(float dinp, float rstd, LayerNormBwdTerms t, float mean_dn,
+                                                    float mean_dnn) {
+    return dinp + rstd * (t.dn - mean_dn - t.n * mean_dnn);
+}
+
 // LayerNorm backward in one pass over the rows. Warp per row (R of them at a time):
 //   dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)),  dnorm = dout * weight
 // and per-block partial sums of the column sums: dweight (dout * norm), dbias (dout) and, when
@@ -199,11 +214,10 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
                 float dw = 0.f, db = 0.f;
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    const float n = ((float)x[r][k] - m[r]) * s[r];
-                    const float dn = (float)d[r][k] * (float)w[k];
-                    sum_dn[r] += dn;
-                    sum_dnn[r] += dn * n;
-                    dw += wr[r] * ((float)d[r][k] * n);
+                    const LayerNormBwdTerms t = layernorm_bwd_terms((float)x[r][k], (float)d[r][k], (float)w[k], m[r], s[r]);
+                    sum_dn[r] += t.dn;
+                    sum_dnn[r] += t.dn * t.n;
+                    dw += wr[r] * ((float)d[r][k] * t.n);
                     db += wr[r] * (float)d[r][k];
                 }
                 const int slot = (j * V + k) * WARP_SIZE + lane;
@@ -219,9 +233,8 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
                 float dr = 0.f;
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    const float n = ((float)x[r][k] - m[r]) * s[r];
-                    const float dn = (float)d[r][k] * (float)w[k];
-                    g[r][k] = (floatX)((float)g[r][k] + s[r] * (dn - sum_dn[r] - n * sum_dnn[r]));
+                    const LayerNormBwdTerms t = layernorm_bwd_terms((float)x[r][k], (float)d[r][k], (float)w[k], m[r], s[r]);
+                    g[r][k] = (floatX)layernorm_bwd_dinp((float)g[r][k], s[r], t, sum_dn[r], sum_dnn[r]);
                     dr += wr[r] * (float)g[r][k];
                 }
                 if constexpr (SumDinp) acc_dr[(j * V + k) * WARP_SIZE + lane] += dr;
@@ -423,10 +436,9 @@ __global__ void __launch_bounds__(LAYERNORM_BWD_COL_MAX_THREADS)
             float sum_dn = 0.f, sum_dnn = 0.f;
 #pragma unroll
             for (int k = 0; k < V; k++) {
-                const float n = ((float)x[r][k] - m[r]) * s[r];
-                const float dn = (float)d[r][k] * (float)w[k];
-                sum_dn += dn;
-                sum_dnn += dn * n;
+                const LayerNormBwdTerms t = layernorm_bwd_terms((float)x[r][k], (float)d[r][k], (float)w[k], m[r], s[r]);
+                sum_dn += t.dn;
+                sum_dnn += t.dn * t.n;
             }
             sums[r] = sum_dn;
             sums[R + r] = sum_dnn;
@@ -448,11 +460,10 @@ __global__ void __launch_bounds__(LAYERNORM_BWD_COL_MAX_THREADS)
         for (int r = 0; r < R; r++) {
 #pragma unroll
             for (int k = 0; k < V; k++) {
-                const float n = ((float)x[r][k] - m[r]) * s[r];
-                const float dn = (float)d[r][k] * (float)w[k];
-                acc_dw[k] += wr[r] * ((float)d[r][k] * n);
+                const LayerNormBwdTerms t = layernorm_bwd_terms((float)x[r][k], (float)d[r][k], (float)w[k], m[r], s[r]);
+                acc_dw[k] += wr[r] * ((float)d[r][k] * t.n);
                 acc_db[k] += wr[r] * (float)d[r][k];
-                g[r][k] = (floatX)((float)g[r][k] + s[r] * (dn - sums[r] - n * sums[R + r]));
+                g[r][k] = (floatX)layernorm_bwd_dinp((float)g[r][k], s[r], t, sums[r], sums[R + r]);
                 if constexpr (SumDinp) acc_dr[k] += wr[r] * (float)g[r][k];
             }
             if (active && wr[r] != 0.0f) store128(dinp + off[r], g[r]);
