@@ -110,18 +110,7 @@ __global__ void layernorm_recompute_kernel(floatX* out, const floatX* inp, const
 #ifndef LAYERNORM_BWD_ROWS_PER_WARP  // -D override for lab sweeps
 #define LAYERNORM_BWD_ROWS_PER_WARP 4
 #endif
-constexpr int LAYERNORM_BWD_ROWS = LAYERNORM_BWD_ROWS_PER_WARP;  // rows per warp in flight (rows re-read)
-#ifndef LAYERNORM_BWD_REG_VECTORS  // -D override for lab sweeps; 0 turns the row-in-registers path off
-#define LAYERNORM_BWD_REG_VECTORS 8
-#endif
-// Row-in-registers path (VPL > 0, up to LAYERNORM_BWD_MAX_VPL: C <= 2048): a warp holds R rows of dout
-// and inp, VPL 8-element vectors per lane each, R = max(1, LAYERNORM_BWD_REG_VECTORS / VPL) (d12: VPL 3,
-// R 2; d48: VPL 7, R 1). Wider rows take the re-reading path (VPL = 0).
-constexpr int LAYERNORM_BWD_MAX_VPL = 8;  // the instances layernorm_backward_dispatch lists
-template <int VPL>
-__host__ __device__ constexpr int layernorm_bwd_rows() {
-    return VPL == 0 ? LAYERNORM_BWD_ROWS : (LAYERNORM_BWD_REG_VECTORS / VPL > 1 ? LAYERNORM_BWD_REG_VECTORS / VPL : 1);
-}
+constexpr int LAYERNORM_BWD_ROWS = LAYERNORM_BWD_ROWS_PER_WARP;  // rows per warp in flight
 
 // The backward's per-element arithmetic, one definition for both kernels below:
 //   norm = (x - mean) * rstd, dnorm = dout * weight,
@@ -147,20 +136,19 @@ __device__ __forceinline__ float layernorm_bwd_dinp(float dinp, float rstd, Laye
 // c = (j*32 + lane)*V + k at [(j*V + k)*32 + lane] (V = x128::size), so the 32 lanes of a warp hit 32
 // different banks (the row-major layout made every accumulator update an 8-way bank conflict). The
 // block then adds its warps' copies in a fixed order into partials (NACC, gridDim.x, C);
-// column_finish adds the blocks in a fixed order (one launch for all of them).
-// VPL > 0 (C <= VPL * 256): every load of a row group is issued first, dout and inp of the R rows
-// into registers (read once), then, for the second pass, dinp; VPL == 0: any C, the rows' vectors are
-// loaded per 256-channel step and dout / inp read again in the second pass (from L2, mostly). Same
-// arithmetic and summation order either way, so both give the same bits for the same R.
+// column_finish adds the blocks in a fixed order (one launch for all of them). Any C: the rows'
+// vectors are loaded per 256-channel step and dout / inp read again in the second pass (from L2,
+// mostly). Taken for C > 2048 (the column-owner kernel below takes every GPT-2 width) and for A/B
+// builds with -DLAYERNORM_BWD_COLUMNS=0. (Until session 18 it also had a row-in-registers variant for
+// C <= 2048, PERF.md row 24, which the column-owner kernel replaced.)
 
-template <bool SumDinp, int VPL>
+template <bool SumDinp>
 __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
                                           const floatX* weight, const float* mean, const float* rstd, int N, int C,
                                           int slots) {
     constexpr int NACC = SumDinp ? 3 : 2;
     constexpr int V = x128::size;
-    constexpr int R = layernorm_bwd_rows<VPL>();
-    constexpr int NV = VPL > 0 ? VPL : 1;
+    constexpr int R = LAYERNORM_BWD_ROWS;
     extern __shared__ float smem[];  // (warps, NACC, slots)
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
@@ -175,7 +163,6 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
     const int rows_per_block = ceil_div(N, gridDim.x);
     const int row_begin = blockIdx.x * rows_per_block;
     const int row_end = min(N, row_begin + rows_per_block);
-    const x128 zero{};
     // R rows per warp at a time (rows r, r + num_warps, ...): more loads in flight, and one
     // shared-memory update per channel for all of them. Missing rows (past the block's range) repeat
     // the first row with weight 0 and are not stored.
@@ -192,19 +179,6 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
             wr[r] = valid ? 1.0f : 0.0f;
             sum_dn[r] = 0.f;
             sum_dnn[r] = 0.f;
-        }
-        // register path: the whole row group's dout and inp, last reads (evict first)
-        x128 dreg[R][NV], xreg[R][NV];
-        if constexpr (VPL > 0) {
-#pragma unroll
-            for (int j = 0; j < VPL; j++) {
-                const int c = (j * WARP_SIZE + lane) * V;
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    dreg[r][j] = c < C ? load128cs(dout + off[r] + c) : zero;
-                    xreg[r][j] = c < C ? load128cs(inp + off[r] + c) : zero;
-                }
-            }
         }
         // first pass at one 256-channel step: row sums, column partial sums of dweight and dbias
         auto first = [&](int j, int c, const x128 (&d)[R], const x128 (&x)[R]) {
@@ -244,65 +218,29 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
                 if (wr[r] != 0.0f) store128(dinp + off[r] + c, g[r]);
             }
         };
-        if constexpr (VPL > 0) {
+        for (int c = lane * V, j = 0; c < C; c += WARP_SIZE * V, j++) {
+            x128 d[R], x[R];
 #pragma unroll
-            for (int j = 0; j < VPL; j++) {
-                const int c = (j * WARP_SIZE + lane) * V;
-                x128 d[R], x[R];
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    d[r] = dreg[r][j];
-                    x[r] = xreg[r][j];
-                }
-                if (c < C) first(j, c, d, x);
+            for (int r = 0; r < R; r++) {
+                d[r] = load128(dout + off[r] + c);
+                x[r] = load128(inp + off[r] + c);
             }
-        } else {
-            for (int c = lane * V, j = 0; c < C; c += WARP_SIZE * V, j++) {
-                x128 d[R], x[R];
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    d[r] = load128(dout + off[r] + c);
-                    x[r] = load128(inp + off[r] + c);
-                }
-                first(j, c, d, x);
-            }
+            first(j, c, d, x);
         }
 #pragma unroll
         for (int r = 0; r < R; r++) {
             sum_dn[r] = warp_reduce_sum(sum_dn[r]) / C;    // now mean(dnorm)
             sum_dnn[r] = warp_reduce_sum(sum_dnn[r]) / C;  // now mean(dnorm * norm)
         }
-        if constexpr (VPL > 0) {
-            x128 greg[R][NV];  // every dinp load of the group before any arithmetic
+        for (int c = lane * V, j = 0; c < C; c += WARP_SIZE * V, j++) {
+            x128 d[R], x[R], g[R];
 #pragma unroll
-            for (int j = 0; j < VPL; j++) {
-                const int c = (j * WARP_SIZE + lane) * V;
-#pragma unroll
-                for (int r = 0; r < R; r++) greg[r][j] = c < C ? load128(dinp + off[r] + c) : zero;
+            for (int r = 0; r < R; r++) {  // the last reads of dout and inp: evict first, so the first
+                d[r] = load128cs(dout + off[r] + c);  // pass's rows of other warps stay in L2 for their turn
+                x[r] = load128cs(inp + off[r] + c);
+                g[r] = load128(dinp + off[r] + c);
             }
-#pragma unroll
-            for (int j = 0; j < VPL; j++) {
-                const int c = (j * WARP_SIZE + lane) * V;
-                x128 d[R], x[R], g[R];
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    d[r] = dreg[r][j];
-                    x[r] = xreg[r][j];
-                    g[r] = greg[r][j];
-                }
-                if (c < C) second(j, c, d, x, g);
-            }
-        } else {
-            for (int c = lane * V, j = 0; c < C; c += WARP_SIZE * V, j++) {
-                x128 d[R], x[R], g[R];
-#pragma unroll
-                for (int r = 0; r < R; r++) {  // the last reads of dout and inp: evict first, so the first
-                    d[r] = load128cs(dout + off[r] + c);  // pass's rows of other warps stay in L2 for their turn
-                    x[r] = load128cs(inp + off[r] + c);
-                    g[r] = load128(dinp + off[r] + c);
-                }
-                second(j, c, d, x, g);
-            }
+            second(j, c, d, x, g);
         }
     }
     __syncthreads();
@@ -545,31 +483,6 @@ inline size_t layernorm_backward_smem(int C, bool sum_dinp, int warps) {
     return (size_t)warps * (sum_dinp ? 3 : 2) * layernorm_backward_slots(C) * sizeof(float);
 }
 
-// Vectors per lane of the row-in-registers backward for width C (llmc/layernorm.cuh's kernel comment),
-// 0 for the re-reading kernel: the GPT-2 widths 768 / 1024 / 1280 / 1600 take 3 / 4 / 5 / 7.
-inline int layernorm_backward_vpl(int C) {
-    const int vpl = ceil_div(C, WARP_SIZE * x128::size);
-    if (LAYERNORM_BWD_REG_VECTORS == 0 || vpl > LAYERNORM_BWD_MAX_VPL) return 0;
-    return vpl;
-}
-
-// Calls f(kernel instance) for SumDinp and C: the one place where the width picks the instance.
-template <bool SumDinp, class F>
-inline void layernorm_backward_dispatch(int C, F&& f) {
-    static_assert(LAYERNORM_BWD_MAX_VPL == 8, "one case per VPL up to LAYERNORM_BWD_MAX_VPL");
-    switch (layernorm_backward_vpl(C)) {
-        case 1: f(layernorm_backward_kernel<SumDinp, 1>); break;
-        case 2: f(layernorm_backward_kernel<SumDinp, 2>); break;
-        case 3: f(layernorm_backward_kernel<SumDinp, 3>); break;
-        case 4: f(layernorm_backward_kernel<SumDinp, 4>); break;
-        case 5: f(layernorm_backward_kernel<SumDinp, 5>); break;
-        case 6: f(layernorm_backward_kernel<SumDinp, 6>); break;
-        case 7: f(layernorm_backward_kernel<SumDinp, 7>); break;
-        case 8: f(layernorm_backward_kernel<SumDinp, 8>); break;
-        default: f(layernorm_backward_kernel<SumDinp, 0>); break;
-    }
-}
-
 // Whether width C takes the column-owner kernel (else the warp-per-row one), and its block size.
 inline bool layernorm_backward_uses_columns(int C) {
     return LAYERNORM_BWD_COLUMNS != 0 && C <= LAYERNORM_BWD_COL_MAX_THREADS * x128::size;
@@ -633,26 +546,25 @@ inline LayerNormBackwardGrid layernorm_backward_grid_for(GpuContext& ctx, int N,
                                                          g.prefetch) *
                        ctx.props.multiProcessorCount;
         } else {
-            layernorm_backward_dispatch<SumDinp>(C, [&](auto kernel) {
-                cudaFuncAttributes attr;
-                cudaCheck(cudaFuncGetAttributes(&attr, kernel));
-                const size_t limit = ctx.props.sharedMemPerBlockOptin - attr.sharedSizeBytes;  // minus its static smem
-                g.warps = LAYERNORM_BWD_WARPS;
-                while (g.warps > 1 && layernorm_backward_smem(C, SumDinp, g.warps) > limit) g.warps /= 2;
-                g.smem = layernorm_backward_smem(C, SumDinp, g.warps);
-                if (g.smem > limit) {
-                    fatal("layernorm_backward: C=%d needs %zu bytes of shared memory even with one warp per block; "
-                          "this GPU allows %zu", C, g.smem, limit);
-                }
-                allow_dynamic_smem(kernel, g.smem);
-                int per_sm = 0;
-                cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.warps * WARP_SIZE, g.smem));
-                if (per_sm < 1) {
-                    fatal("layernorm_backward: no block of %d warps with %zu bytes of shared memory fits (C=%d)",
-                          g.warps, g.smem, C);
-                }
-                g.blocks = per_sm * ctx.props.multiProcessorCount;
-            });
+            auto kernel = layernorm_backward_kernel<SumDinp>;
+            cudaFuncAttributes attr;
+            cudaCheck(cudaFuncGetAttributes(&attr, kernel));
+            const size_t limit = ctx.props.sharedMemPerBlockOptin - attr.sharedSizeBytes;  // minus its static smem
+            g.warps = LAYERNORM_BWD_WARPS;
+            while (g.warps > 1 && layernorm_backward_smem(C, SumDinp, g.warps) > limit) g.warps /= 2;
+            g.smem = layernorm_backward_smem(C, SumDinp, g.warps);
+            if (g.smem > limit) {
+                fatal("layernorm_backward: C=%d needs %zu bytes of shared memory even with one warp per block; "
+                      "this GPU allows %zu", C, g.smem, limit);
+            }
+            allow_dynamic_smem(kernel, g.smem);
+            int per_sm = 0;
+            cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.warps * WARP_SIZE, g.smem));
+            if (per_sm < 1) {
+                fatal("layernorm_backward: no block of %d warps with %zu bytes of shared memory fits (C=%d)",
+                      g.warps, g.smem, C);
+            }
+            g.blocks = per_sm * ctx.props.multiProcessorCount;
         }
         it = ctx.layernorm_grids.emplace(std::make_pair(C, SumDinp), g).first;
     }
@@ -721,8 +633,8 @@ inline void layernorm_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, f
         kernel<<<g.blocks, g.warps * WARP_SIZE, g.smem, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C,
                                                                  slots);
     };
-    if (sum_dinp) layernorm_backward_dispatch<true>(C, launch);
-    else layernorm_backward_dispatch<false>(C, launch);
+    if (sum_dinp) launch(layernorm_backward_kernel<true>);
+    else launch(layernorm_backward_kernel<false>);
     cudaCheckLaunch();
     floatX* outs[] = {dweight, dbias, dinp_colsum};
     column_finish(outs, sum_dinp ? 3 : 2, scratch, g.blocks, C, stream, accumulate_params);

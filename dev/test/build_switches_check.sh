@@ -11,7 +11,7 @@ bad() { echo "FAIL: $*"; fail=1; }
 dir_of() { make --no-print-directory -s info NO_MULTI_GPU=1 NO_USE_MPI=1 GPU_COMPUTE_CAPABILITY=90 "$@" | sed -nE 's/^ *build dir: //p'; }
 plain=$(dir_of)
 a=$(dir_of EXTRA_NVCC_FLAGS=-DGPT2_CUDNN_BACKWARD=1)
-b=$(dir_of EXTRA_NVCC_FLAGS=-DLAYERNORM_BWD_REG_VECTORS=0)
+b=$(dir_of EXTRA_NVCC_FLAGS=-DLAYERNORM_BWD_COLUMNS=0)
 echo "build dirs: $plain | $a | $b"
 [ "$plain" = build/BF16-cudnn0-nccl0-mpi0-sm90 ] || bad "plain build dir $plain"
 [[ $a == "$plain"-x* && $b == "$plain"-x* && $a != "$b" ]] || bad "EXTRA_NVCC_FLAGS builds need dirs of their own: '$a' '$b'"
