@@ -139,7 +139,7 @@ __device__ __forceinline__ float layernorm_bwd_dinp(float dinp, float rstd, Laye
 // column_finish adds the blocks in a fixed order (one launch for all of them). Any C: the rows'
 // vectors are loaded per 256-channel step and dout / inp read again in the second pass (from L2,
 // mostly). Taken for C > 2048 (the column-owner kernel below takes every GPT-2 width) and for A/B
-// builds with -DLAYERNORM_BWD_COLUMNS=0. (Until session 18 it also had a row-in-registers variant for
+// builds with -DLAYERNORM_BWD_COLUMNS=0. (Until session 19 it also had a row-in-registers variant for
 // C <= 2048, PERF.md row 24, which the column-owner kernel replaced.)
 
 template <bool SumDinp>
