@@ -108,7 +108,6 @@ struct LayerNormBackwardGrid {
     int warps, blocks;   // per block, in the grid
     size_t smem;         // dynamic shared memory per block
     int rows = 0;        // > 0: the column-owner kernel, with groups of this many rows
-    bool prefetch = false;  // column-owner kernel: the next group copied into shared memory meanwhile
 };
 
 // ----------------------------------------------------------------------------

@@ -278,26 +278,14 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
 #ifndef LAYERNORM_BWD_COL_BLOCKS_PER_SM  // at most this many resident blocks per SM (each adds partials)
 #define LAYERNORM_BWD_COL_BLOCKS_PER_SM 8
 #endif
-// Prefetch: the next row group's dout, inp and dinp are copied into shared memory (cp.async, each thread
-// its own 16-byte chunks, so no barrier) while this group is worked on, and its mean / rstd loaded
-// into registers; without it a block's loads wait for the previous group's arithmetic and barrier. At
-// d48 B=8 a block takes about 16 groups at about 3 us each against about 2 us of traffic (122
-// registers at R=2: 2 blocks of 7 warps per SM). Same arithmetic, same bits. 0 until it has been timed
-// on a GPU (PERF.md, session 18: written, not yet run); the lab sweeps both.
-#ifndef LAYERNORM_BWD_COL_PREFETCH
-#define LAYERNORM_BWD_COL_PREFETCH 0
-#endif
 constexpr int LAYERNORM_BWD_COL_MAX_THREADS = 256;
 
-template <bool SumDinp, int R, bool Prefetch>
+template <bool SumDinp, int R>
 __global__ void __launch_bounds__(LAYERNORM_BWD_COL_MAX_THREADS)
     layernorm_backward_columns_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
                                       const floatX* weight, const float* mean, const float* rstd, int N, int C) {
     constexpr int V = x128::size;
     __shared__ float row_sums[2][LAYERNORM_BWD_COL_MAX_THREADS / WARP_SIZE][2 * R];  // [parity][warp][sum]
-    // Prefetch: (parity, row r, dout | inp | dinp) slices of blockDim.x * V values, thread t's at t * V
-    extern __shared__ __align__(16) unsigned char stage_bytes[];
-    floatX* stage = reinterpret_cast<floatX*>(stage_bytes);
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
     const int num_warps = blockDim.x / WARP_SIZE;
@@ -307,31 +295,6 @@ __global__ void __launch_bounds__(LAYERNORM_BWD_COL_MAX_THREADS)
     const x128 w = active ? load128(weight + c) : zero;
     float acc_dw[V] = {}, acc_db[V] = {}, acc_dr[V] = {};
     const int groups = ceil_div(N, R);
-    // rows past N repeat the group's first row with weight 0 and are not stored
-    auto row_of = [&](int grp, int r) { return grp * R + r < N ? grp * R + r : grp * R; };
-    auto staged = [&](int par, int r, int which) {
-        return stage + ((size_t)(par * R + r) * 3 + which) * blockDim.x * V + threadIdx.x * V;
-    };
-    float m_next[R], s_next[R];  // Prefetch: the statistics of the group being copied
-    // Prefetch: copies group grp into parity par (one commit per call, also when there is nothing to copy)
-    auto prefetch = [&](int grp, int par) {
-        if (grp < groups) {
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const int row = row_of(grp, r);
-                m_next[r] = mean[row];
-                s_next[r] = rstd[row];
-                if (active) {
-                    const size_t o = (size_t)row * C + c;
-                    cp_async16(smem_addr(staged(par, r, 0)), dout + o);
-                    cp_async16(smem_addr(staged(par, r, 1)), inp + o);
-                    cp_async16(smem_addr(staged(par, r, 2)), dinp + o);
-                }
-            }
-        }
-        cp_async_commit();
-    };
-    if constexpr (Prefetch) prefetch(blockIdx.x, 0);
     int parity = 0;
     for (int group = blockIdx.x; group < groups; group += gridDim.x, parity ^= 1) {
         const int row0 = group * R;
@@ -339,34 +302,19 @@ __global__ void __launch_bounds__(LAYERNORM_BWD_COL_MAX_THREADS)
         float m[R], s[R], wr[R];
         x128 d[R], x[R], g[R];
 #pragma unroll
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < R; r++) {  // rows past N repeat row0 with weight 0 and are not stored
             const bool valid = row0 + r < N;
-            off[r] = (size_t)row_of(group, r) * C + c;
-            if constexpr (Prefetch) {
-                m[r] = m_next[r];
-                s[r] = s_next[r];
-            } else {
-                m[r] = mean[row_of(group, r)];
-                s[r] = rstd[row_of(group, r)];
-            }
+            const int row = valid ? row0 + r : row0;
+            off[r] = (size_t)row * C + c;
+            m[r] = mean[row];
+            s[r] = rstd[row];
             wr[r] = valid ? 1.0f : 0.0f;
         }
-        if constexpr (Prefetch) {
-            prefetch(group + gridDim.x, parity ^ 1);  // the other parity: read into registers a group ago
-            cp_async_wait<1>();                        // this thread's copies of `group` have landed
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                d[r] = active ? load128(staged(parity, r, 0)) : zero;
-                x[r] = active ? load128(staged(parity, r, 1)) : zero;
-                g[r] = active ? load128(staged(parity, r, 2)) : zero;
-            }
-        } else {
-#pragma unroll
-            for (int r = 0; r < R; r++) {  // dout and inp: last reads (evict first); dinp is written back
-                d[r] = active ? load128cs(dout + off[r]) : zero;
-                x[r] = active ? load128cs(inp + off[r]) : zero;
-                g[r] = active ? load128(dinp + off[r]) : zero;
-            }
+        for (int r = 0; r < R; r++) {  // dout and inp: last reads (evict first); dinp is written back
+            d[r] = active ? load128cs(dout + off[r]) : zero;
+            x[r] = active ? load128cs(inp + off[r]) : zero;
+            g[r] = active ? load128(dinp + off[r]) : zero;
         }
         float sums[2 * R];  // sum dnorm of rows 0..R-1, then sum dnorm * norm
 #pragma unroll
@@ -491,41 +439,26 @@ inline int layernorm_backward_columns_threads(int C) {
     return ceil_div(C / x128::size, WARP_SIZE) * WARP_SIZE;
 }
 
-// Calls f(kernel instance) for SumDinp, R rows per group (1, 2, 4 or 8) and prefetch.
-template <bool SumDinp, bool Prefetch, class F>
-inline void layernorm_backward_columns_dispatch_r(int R, F&& f) {
+// Calls f(kernel instance) for SumDinp and R rows per group (1, 2, 4 or 8).
+template <bool SumDinp, class F>
+inline void layernorm_backward_columns_dispatch(int R, F&& f) {
     switch (R) {
-        case 1: f(layernorm_backward_columns_kernel<SumDinp, 1, Prefetch>); break;
-        case 2: f(layernorm_backward_columns_kernel<SumDinp, 2, Prefetch>); break;
-        case 4: f(layernorm_backward_columns_kernel<SumDinp, 4, Prefetch>); break;
-        case 8: f(layernorm_backward_columns_kernel<SumDinp, 8, Prefetch>); break;
+        case 1: f(layernorm_backward_columns_kernel<SumDinp, 1>); break;
+        case 2: f(layernorm_backward_columns_kernel<SumDinp, 2>); break;
+        case 4: f(layernorm_backward_columns_kernel<SumDinp, 4>); break;
+        case 8: f(layernorm_backward_columns_kernel<SumDinp, 8>); break;
         default: fatal("layernorm_backward: %d rows per group (1, 2, 4 or 8)", R);
     }
 }
-template <class F>
-inline void layernorm_backward_columns_dispatch(bool sum_dinp, int R, bool prefetch, F&& f) {
-    if (sum_dinp && prefetch) layernorm_backward_columns_dispatch_r<true, true>(R, f);
-    else if (sum_dinp) layernorm_backward_columns_dispatch_r<true, false>(R, f);
-    else if (prefetch) layernorm_backward_columns_dispatch_r<false, true>(R, f);
-    else layernorm_backward_columns_dispatch_r<false, false>(R, f);
-}
 
-// Dynamic shared memory of the column-owner kernel: the prefetch stages (2 parities x R rows x dout,
-// inp, dinp), none without prefetch.
-inline size_t layernorm_backward_columns_smem(int C, int R, bool prefetch) {
-    return prefetch ? (size_t)2 * R * 3 * layernorm_backward_columns_threads(C) * x128::size * sizeof(floatX) : 0;
-}
-
-// Blocks of the column-owner kernel resident per SM for (C, SumDinp, R, prefetch), at most blocks_per_sm_cap.
-inline int layernorm_backward_columns_per_sm(int C, bool sum_dinp, int R, int blocks_per_sm_cap,
-                                             bool prefetch = LAYERNORM_BWD_COL_PREFETCH != 0) {
+// Blocks of the column-owner kernel resident per SM for (C, SumDinp, R), at most blocks_per_sm_cap.
+inline int layernorm_backward_columns_per_sm(int C, bool sum_dinp, int R, int blocks_per_sm_cap) {
     int per_sm = 0;
-    const size_t smem = layernorm_backward_columns_smem(C, R, prefetch);
-    layernorm_backward_columns_dispatch(sum_dinp, R, prefetch, [&](auto kernel) {
-        allow_dynamic_smem(kernel, smem);
-        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, layernorm_backward_columns_threads(C),
-                                                                smem));
-    });
+    auto occupancy = [&](auto kernel) {
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, layernorm_backward_columns_threads(C), 0));
+    };
+    if (sum_dinp) layernorm_backward_columns_dispatch<true>(R, occupancy);
+    else layernorm_backward_columns_dispatch<false>(R, occupancy);
     if (per_sm < 1) fatal("layernorm_backward: no block of the column kernel fits (C=%d, R=%d)", C, R);
     return per_sm < blocks_per_sm_cap ? per_sm : blocks_per_sm_cap;
 }
@@ -539,11 +472,9 @@ inline LayerNormBackwardGrid layernorm_backward_grid_for(GpuContext& ctx, int N,
         LayerNormBackwardGrid g;
         if (layernorm_backward_uses_columns(C)) {
             g.rows = LAYERNORM_BWD_COL_ROWS;
-            g.prefetch = LAYERNORM_BWD_COL_PREFETCH != 0;
             g.warps = layernorm_backward_columns_threads(C) / WARP_SIZE;
-            g.smem = layernorm_backward_columns_smem(C, g.rows, g.prefetch);
-            g.blocks = layernorm_backward_columns_per_sm(C, SumDinp, g.rows, LAYERNORM_BWD_COL_BLOCKS_PER_SM,
-                                                         g.prefetch) *
+            g.smem = 0;
+            g.blocks = layernorm_backward_columns_per_sm(C, SumDinp, g.rows, LAYERNORM_BWD_COL_BLOCKS_PER_SM) *
                        ctx.props.multiProcessorCount;
         } else {
             auto kernel = layernorm_backward_kernel<SumDinp>;
@@ -589,25 +520,24 @@ inline size_t layernorm_backward_scratch_floats(GpuContext& ctx, int N, int C) {
     return with > without ? with : without;
 }
 
-// The column-owner kernel with an explicit grid (rows per group R, blocks, prefetch), partials finished
-// into the gradients: layernorm_backward's arguments. The lab (dev/cuda/layernorm.cu) sweeps R, blocks
-// and prefetch through it; scratch: (dinp_colsum ? 3 : 2) * blocks * C floats.
+// The column-owner kernel with an explicit grid (rows per group R, blocks), partials finished into the
+// gradients: layernorm_backward's arguments. The lab (dev/cuda/layernorm.cu) sweeps R and blocks
+// through it; scratch: (dinp_colsum ? 3 : 2) * blocks * C floats.
 inline void layernorm_backward_columns(int R, int blocks, floatX* dinp, floatX* dweight, floatX* dbias, float* scratch,
                                        const floatX* dout, const floatX* inp, const floatX* weight, const float* mean,
                                        const float* rstd, int N, int C, cudaStream_t stream,
-                                       floatX* dinp_colsum = nullptr, bool accumulate_params = true,
-                                       bool prefetch = LAYERNORM_BWD_COL_PREFETCH != 0) {
+                                       floatX* dinp_colsum = nullptr, bool accumulate_params = true) {
     if (C % x128::size != 0 || C > LAYERNORM_BWD_COL_MAX_THREADS * x128::size) {
         fatal("layernorm_backward_columns: C=%d must be a multiple of %d and at most %d", C, x128::size,
               LAYERNORM_BWD_COL_MAX_THREADS * x128::size);
     }
     const bool sum_dinp = dinp_colsum != nullptr;
-    const size_t smem = layernorm_backward_columns_smem(C, R, prefetch);
-    layernorm_backward_columns_dispatch(sum_dinp, R, prefetch, [&](auto kernel) {
-        allow_dynamic_smem(kernel, smem);
-        kernel<<<blocks, layernorm_backward_columns_threads(C), smem, stream>>>(dinp, scratch, dout, inp, weight, mean,
-                                                                               rstd, N, C);
-    });
+    auto launch = [&](auto kernel) {
+        kernel<<<blocks, layernorm_backward_columns_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight, mean,
+                                                                            rstd, N, C);
+    };
+    if (sum_dinp) layernorm_backward_columns_dispatch<true>(R, launch);
+    else layernorm_backward_columns_dispatch<false>(R, launch);
     cudaCheckLaunch();
     floatX* outs[] = {dweight, dbias, dinp_colsum};
     column_finish(outs, sum_dinp ? 3 : 2, scratch, blocks, C, stream, accumulate_params);
@@ -625,7 +555,7 @@ inline void layernorm_backward(GpuContext& ctx, floatX* dinp, floatX* dweight, f
     const LayerNormBackwardGrid g = layernorm_backward_grid(ctx, N, C, sum_dinp);
     if (g.rows > 0) {
         layernorm_backward_columns(g.rows, g.blocks, dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C,
-                                   stream, dinp_colsum, accumulate_params, g.prefetch);
+                                   stream, dinp_colsum, accumulate_params);
         return;
     }
     const int slots = layernorm_backward_slots(C);

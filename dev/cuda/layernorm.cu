@@ -220,50 +220,35 @@ static void run_shape(const Shape& s) {
         const float ms3 = time_ms([&] { column_finish(outs, 3, scratch, blocks, C, 0); });
         report(strfmt("  of which column_finish (%d blocks)", blocks), shape, ms3, 3.0 * blocks * C * sizeof(float));
 
-        // The column-owner kernel's grid: rows per group R x resident blocks per SM x prefetch (the build's
-        // choice is LAYERNORM_BWD_COL_ROWS / _BLOCKS_PER_SM / _PREFETCH). Every variant is checked against
-        // the reference, the prefetching one also bit for bit against the plain one at the same grid (same
-        // arithmetic), and timed (with dinp_colsum) at the shapes large enough to fill the GPU.
+        // The column-owner kernel's grid: rows per group R x resident blocks per SM (the build's choice is
+        // LAYERNORM_BWD_COL_ROWS / _BLOCKS_PER_SM). Every variant is checked against the reference, and
+        // timed (with dinp_colsum) at the shapes large enough to fill the GPU.
         if (layernorm_backward_uses_columns(C)) {
             const int sms = lab_ctx().props.multiProcessorCount;
-            for (bool prefetch : {false, true}) {
-                for (int R : {1, 2, 4, 8}) {
-                    int last_per_sm = 0;
-                    for (int cap : {1, 2, 3, 4, 6, 8, 16}) {
-                        const int per_sm = layernorm_backward_columns_per_sm(C, true, R, cap, prefetch);
-                        if (per_sm == last_per_sm) continue;  // occupancy already reached
-                        last_per_sm = per_sm;
-                        const int nb = std::min(per_sm * sms, ceil_div(N, R));
-                        float* scr = lab_alloc<float>((size_t)3 * nb * C);
-                        const std::string v =
-                            strfmt("R=%d, %d blocks (%d per SM)%s", R, nb, per_sm, prefetch ? ", prefetch" : "");
-                        auto run = [&](bool pf) {
-                            restore();
-                            poison(scr, (size_t)3 * nb * C);
+            for (int R : {1, 2, 4, 8}) {
+                int last_per_sm = 0;
+                for (int cap : {1, 2, 3, 4, 6, 8, 16}) {
+                    const int per_sm = layernorm_backward_columns_per_sm(C, true, R, cap);
+                    if (per_sm == last_per_sm) continue;  // occupancy already reached
+                    last_per_sm = per_sm;
+                    const int nb = std::min(per_sm * sms, ceil_div(N, R));
+                    float* scr = lab_alloc<float>((size_t)3 * nb * C);
+                    const std::string v = strfmt("R=%d, %d blocks (%d per SM)", R, nb, per_sm);
+                    restore();
+                    poison(scr, (size_t)3 * nb * C);
+                    layernorm_backward_columns(R, nb, dinp, dweight, dbias, scr, dout, inp, weight, mean, rstd, N, C, 0,
+                                               dcol);
+                    lab_sync();
+                    check_close("layernorm_backward columns " + v + " dinp [" + shape + "]", download(dinp, NC), ref_dinp, TOL_BF16);
+                    check_close("layernorm_backward columns " + v + " dweight [" + shape + "]", download(dweight, C), ref_dw, TOL_BF16);
+                    check_close("layernorm_backward columns " + v + " dbias [" + shape + "]", download(dbias, C), ref_db, TOL_BF16);
+                    check_close("layernorm_backward columns " + v + " dinp_colsum [" + shape + "]", download(dcol, C), ref_dcol, TOL_BF16);
+                    if (N >= 4096) {
+                        const float t = time_ms([&] {
                             layernorm_backward_columns(R, nb, dinp, dweight, dbias, scr, dout, inp, weight, mean, rstd,
-                                                       N, C, 0, dcol, true, pf);
-                            lab_sync();
-                        };
-                        run(prefetch);
-                        check_close("layernorm_backward columns " + v + " dinp [" + shape + "]", download(dinp, NC), ref_dinp, TOL_BF16);
-                        check_close("layernorm_backward columns " + v + " dweight [" + shape + "]", download(dweight, C), ref_dw, TOL_BF16);
-                        check_close("layernorm_backward columns " + v + " dbias [" + shape + "]", download(dbias, C), ref_db, TOL_BF16);
-                        check_close("layernorm_backward columns " + v + " dinp_colsum [" + shape + "]", download(dcol, C), ref_dcol, TOL_BF16);
-                        if (prefetch) {
-                            for (const Accumulated<floatX>* a : {&gi, &gw, &gb, &gc}) a->keep_first();
-                            run(false);
-                            const size_t d = gi.bit_differences() + gw.bit_differences() + gb.bit_differences() +
-                                             gc.bit_differences();
-                            check("layernorm_backward columns " + v + " = without prefetch, bitwise [" + shape + "]",
-                                  d == 0, strfmt("%zu bytes differ", d));
-                        }
-                        if (N >= 4096) {
-                            const float t = time_ms([&] {
-                                layernorm_backward_columns(R, nb, dinp, dweight, dbias, scr, dout, inp, weight, mean,
-                                                           rstd, N, C, 0, dcol, true, prefetch);
-                            });
-                            report("  columns +dinp_colsum " + v, shape, t, 4.0 * NC * sizeof(floatX) + 8.0 * N);
-                        }
+                                                       N, C, 0, dcol);
+                        });
+                        report("  columns +dinp_colsum " + v, shape, t, 4.0 * NC * sizeof(floatX) + 8.0 * N);
                     }
                 }
             }
