@@ -307,35 +307,14 @@ constexpr float ATT_LN2 = 0.6931471805599453f;
 constexpr float ATT_SCALE = 0.125f;                      // 1/sqrt(HS)
 constexpr float ATT_SCALE_LOG2 = ATT_SCALE * ATT_LOG2E;  // scores go straight to the exp2 domain
 
-// Which (batch, head, tile rank) a block of the tensor-core kernels computes; grid (tiles, NH, B), blocks
-// start in linear block order (x fastest). Rank 0 is the tile with the most work (the last query tile,
-// the first key tile: causal). Every order runs the same blocks, so the bits do not depend on it.
-//   0: rank fastest, then head, then batch: each head's tiles heavy to light, head after head, so the
-//      last heads' heavy tiles start near the end of the kernel and form its tail.
-//   1: head fastest, then rank, then batch: within a batch row every head's heaviest tile first
-//      (longest first), the L2 working set staying about one batch row's K and V.
-//   2: head, then batch, then rank: longest first over the whole grid (every head's K and V live at once).
-// 0 until 1 and 2 have been timed on a GPU (PERF.md, session 18: written, not yet run).
-#ifndef ATT_TILE_ORDER  // -D override for the lab and A/B builds
-#define ATT_TILE_ORDER 0
-#endif
+// Which (batch, head, tile rank) a block of the tensor-core kernels computes: grid (tiles, NH, B), rank 0
+// the tile with the most work (the last query tile, the first key tile: causal), blocks started in
+// linear order (rank fastest, then head, then batch). Two longest-first orders (every head's heaviest
+// tile first within a batch row, or over the whole grid) ran slower on an H100 (PERF.md row 29).
 struct AttBlock {
     int b, h, rank;
 };
-__device__ __forceinline__ AttBlock att_block() {
-#if ATT_TILE_ORDER == 0
-    return {(int)blockIdx.z, (int)blockIdx.y, (int)blockIdx.x};
-#else
-    const int tiles = gridDim.x, NH = gridDim.y, B = gridDim.z;
-    const int lin = blockIdx.x + tiles * (blockIdx.y + NH * blockIdx.z);
-#if ATT_TILE_ORDER == 1
-    (void)B;
-    return {lin / (tiles * NH), lin % NH, (lin / NH) % tiles};
-#else
-    return {(lin / NH) % B, lin % NH, lin / (NH * B)};
-#endif
-#endif
-}
+__device__ __forceinline__ AttBlock att_block() { return {(int)blockIdx.z, (int)blockIdx.y, (int)blockIdx.x}; }
 
 // byte offset of row `row`, 16-byte chunk `chunk` (columns 8*chunk..8*chunk+7) in a swizzled tile
 __device__ __forceinline__ uint32_t att_swz(int row, int chunk) {
