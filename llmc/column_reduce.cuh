@@ -65,14 +65,9 @@ __global__ void column_partial_sums_kernel(float* partial, const floatX* dout, i
 // order (a fixed order: deterministic). Eight chunks of a column are read at once. Replacing one thread
 // per column reading them one after another (one launch per output) took the LayerNorm backward at d12,
 // B=64 from 151 to 132 us in dev/cuda/layernorm, where this finish alone then measured 7 us.
-// Each group issues COLUMN_FINISH_UNROLL of its loads before adding them (in the same order: the bits
-// do not change): the grid is small (OC / 32 x outputs blocks, 72 at C = 768), so the loads in flight
-// per thread set the bandwidth. 1 (one load at a time) until 16 has been timed on a GPU (PERF.md,
-// session 18: written, not yet run).
+// Issuing 16 of a group's loads before adding them (same order, same bits) measured no faster on an
+// H100 (PERF.md row 28: 11.4-14.1 vs 11.2-14.6 us at the LayerNorm partial shapes, within noise).
 constexpr int COLUMN_FINISH_GROUPS = 8;
-#ifndef COLUMN_FINISH_UNROLL  // -D override for the lab and A/B builds
-#define COLUMN_FINISH_UNROLL 1
-#endif
 constexpr int COLUMN_FINISH_MAX_OUTPUTS = 3;
 struct ColumnFinishOutputs {
     floatX* out[COLUMN_FINISH_MAX_OUTPUTS];
@@ -85,18 +80,7 @@ __global__ void column_finish_kernel(ColumnFinishOutputs outs, const float* part
     const float* p = partial + (size_t)blockIdx.y * chunks * OC;
     float sum = 0.f;
     if (col < OC) {
-        constexpr int G = COLUMN_FINISH_GROUPS, U = COLUMN_FINISH_UNROLL;
-        int i = threadIdx.y;
-        if constexpr (U > 1) {
-            for (; i + (U - 1) * G < chunks; i += U * G) {
-                float v[U];
-#pragma unroll
-                for (int k = 0; k < U; k++) v[k] = p[(size_t)(i + k * G) * OC + col];
-#pragma unroll
-                for (int k = 0; k < U; k++) sum += v[k];  // chunk order, as one at a time
-            }
-        }
-        for (; i < chunks; i += G) sum += p[(size_t)i * OC + col];
+        for (int i = threadIdx.y; i < chunks; i += COLUMN_FINISH_GROUPS) sum += p[(size_t)i * OC + col];
     }
     group_sums[threadIdx.y][threadIdx.x] = sum;
     __syncthreads();

@@ -111,7 +111,7 @@ static void run_finish(int n_out, int chunks, int OC, bool timed) {
 int main() {
     lab_init("column_reduce");
     // the LayerNorm backward's partials: one chunk per block (layernorm_backward_blocks), 3 outputs with
-    // the dinp column sum; odd sizes for the unrolled loop's remainder
+    // the dinp column sum; odd chunk counts (groups of unequal length) and small outputs
     const int sms = lab_ctx().props.multiProcessorCount;
     run_finish(3, 8 * sms, 768, true);
     run_finish(3, 4 * sms, 1600, true);
