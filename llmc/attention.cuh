@@ -321,12 +321,7 @@ __device__ __forceinline__ uint32_t att_swz(int row, int chunk) {
     return (uint32_t)(row * (ATT_HS * 2) + ((chunk ^ (row & 7)) << 4));
 }
 
-// (16-byte copies, commit and wait: llmc/cuda_common.h's cp_async16 / cp_async_commit / cp_async_wait)
-// 4 bytes, cached in L1 too; !valid writes 4 zero bytes instead
-__device__ __forceinline__ void att_cp_async4(uint32_t dst, const void* src, bool valid) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0)
-                 : "memory");
-}
+// (copies, commit and wait: llmc/cuda_common.h's cp_async16 / cp_async4 / cp_async_commit / cp_async_wait)
 
 // Shared memory that cp.async (the generic proxy) filled and wgmma (the async proxy) reads next: each
 // thread fences its completed copies before the barrier that publishes them (PTX ISA, memory
@@ -440,7 +435,7 @@ __device__ __forceinline__ void att_load_stats_async(float* dst_a, float* dst_b,
     const int r = threadIdx.x % ATT_TC_TILE;
     const bool valid = row0 + r < T;
     const float* src = (threadIdx.x < ATT_TC_TILE ? a : b) + (valid ? row0 + r : 0);
-    att_cp_async4(smem_addr((threadIdx.x < ATT_TC_TILE ? dst_a : dst_b) + r), src, valid);
+    cp_async4(smem_addr((threadIdx.x < ATT_TC_TILE ? dst_a : dst_b) + r), src, valid);
 }
 
 // K and V rows row0..row0+63 of one head into two swizzled tiles; qkv points at the head's q in the

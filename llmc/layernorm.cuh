@@ -107,10 +107,9 @@ __global__ void layernorm_recompute_kernel(floatX* out, const floatX* inp, const
     if (c == 0) layernorm_write_ones_column(out_row, C, out_ld, 0, 1);  // the row's first thread
 }
 
-#ifndef LAYERNORM_BWD_ROWS_PER_WARP  // -D override for lab sweeps
+#ifndef LAYERNORM_BWD_ROWS_PER_WARP  // rows per warp in flight; -D override for lab sweeps
 #define LAYERNORM_BWD_ROWS_PER_WARP 4
 #endif
-constexpr int LAYERNORM_BWD_ROWS = LAYERNORM_BWD_ROWS_PER_WARP;  // rows per warp in flight
 
 // The backward's per-element arithmetic, one definition for both kernels below:
 //   norm = (x - mean) * rstd, dnorm = dout * weight,
@@ -148,7 +147,7 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
                                           int slots) {
     constexpr int NACC = SumDinp ? 3 : 2;
     constexpr int V = x128::size;
-    constexpr int R = LAYERNORM_BWD_ROWS;
+    constexpr int R = LAYERNORM_BWD_ROWS_PER_WARP;
     extern __shared__ float smem[];  // (warps, NACC, slots)
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;

@@ -296,9 +296,12 @@ inline size_t matmul_bias_grad_scratch_floats(int C, int OC) { return (size_t)OC
 //               micro-step's gradients, rounded once by the GEMM itself, copied into place.
 // ld and every chunk's column are multiples of x128::size: 16-byte loads of ext in both cases (fp32 as
 // float4s: was one 4-byte load per value), evict-first (read once).
-template <bool Accumulate, class Src>
-__global__ void matmul_finish_weight_bias_grads_kernel(floatX* dweight, floatX* dbias, const Src* ext, int OC, int C,
-                                                       int ld) {
+template <bool Accumulate>
+using MatmulFinishSrc = std::conditional_t<Accumulate, float, floatX>;  // ext's element type
+template <bool Accumulate>
+__global__ void matmul_finish_weight_bias_grads_kernel(floatX* dweight, floatX* dbias,
+                                                       const MatmulFinishSrc<Accumulate>* ext, int OC, int C, int ld) {
+    using Src = MatmulFinishSrc<Accumulate>;
     const int chunks = C / x128::size;
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)OC * (chunks + 1)) return;
@@ -311,10 +314,8 @@ __global__ void matmul_finish_weight_bias_grads_kernel(floatX* dweight, floatX* 
     const int c = j * x128::size;
     floatX* dst = dweight + (size_t)oc * C + c;
     if constexpr (!Accumulate) {
-        static_assert(std::is_same<Src, floatX>::value, "the written path copies floatX");
         store128(dst, load128cs(src + c));
     } else {
-        static_assert(std::is_same<Src, float>::value, "the accumulating path adds fp32");
         x128 w = load128(dst);
         const float4* src4 = reinterpret_cast<const float4*>(src + c);
 #pragma unroll
