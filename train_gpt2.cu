@@ -1,7 +1,7 @@
 /*
  * GPT-2 trainer: command line, start-up, and the training loop. The model lives in llmc/gpt2.cuh;
  * data, schedules, state files and logging in their own llmc/ headers. Flags and the step line
- * follow llm.c (see README and ../shared/docs/formats.md).
+ * follow llm.c (see README and docs/formats.md).
  */
 #include <signal.h>
 #include <sys/stat.h>

@@ -102,14 +102,13 @@ std::string gpt2_vocab_dir_find(const char* flag_dir) {
         return env;
     }
     const std::string exe = exe_dir();
-    const std::string candidates[] = {"../shared/data/gpt2", "dev/data/gpt2", exe + "/../shared/data/gpt2",
-                                      exe + "/dev/data/gpt2"};
+    const std::string candidates[] = {"dev/data/gpt2", exe + "/dev/data/gpt2"};
     for (const std::string& c : candidates) {
         if (vocab_dir_ok(c)) return c;
     }
     const std::string dl = exe + "/dev/data/gpt2";
     if (gpt2_vocab_download(dl, GPT2_VOCAB_URL) && vocab_dir_ok(dl)) return dl;
-    fatal("GPT-2 vocabulary (encoder.json, vocab.bpe) not found in ../shared/data/gpt2 or dev/data/gpt2 and "
+    fatal("GPT-2 vocabulary (encoder.json, vocab.bpe) not found in dev/data/gpt2 (of the working directory or the executable's) and "
           "the download from openaipublic.blob.core.windows.net failed; set GPT2_VOCAB_DIR (or pass --vocab) "
           "to a directory holding both files");
 }

@@ -47,8 +47,8 @@ struct Gpt2Encoder {
 };
 
 // Vocabulary directory holding encoder.json and vocab.bpe. Order: flag_dir (if not null/empty), the
-// env var GPT2_VOCAB_DIR, then ../shared/data/gpt2 and dev/data/gpt2 relative to the working directory
-// and to the executable's directory; else both files are downloaded with curl from OpenAI's public
+// env var GPT2_VOCAB_DIR, then dev/data/gpt2 (kept in the repository) relative to the working
+// directory and to the executable's directory; else both files are downloaded with curl from OpenAI's public
 // blob store into dev/data/gpt2 next to the executable. fatal() if all of that fails.
 std::string gpt2_vocab_dir_find(const char* flag_dir);
 

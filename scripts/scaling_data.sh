@@ -27,7 +27,7 @@ cmd=${1:-}; shift || true
 case "$cmd" in
 make)
     [ $# -ge 2 ] || { echo "usage: scaling_data.sh make DIR TOKENS [SHARD_SIZE] [TEXT]" >&2; exit 1; }
-    dir=$1 tokens=$2 shard=${3:-5000000} text=${4:-$REPO/../shared/data/tinyshakespeare.txt}
+    dir=$1 tokens=$2 shard=${3:-5000000} text=${4:-$REPO/dev/data/tinyshakespeare.txt}
     if [ -d "$dir" ] && [ "$(total_tokens "$dir")" -ge "$tokens" ]; then
         echo "scaling data: $dir already holds $(total_tokens "$dir") tokens (>= $tokens)"; exit 0
     fi

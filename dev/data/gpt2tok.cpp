@@ -16,7 +16,7 @@ static const char* USAGE =
     "  write-bin OUT    write the decode-only tokenizer file (e.g. gpt2_tokenizer.bin)\n"
     "options:\n"
     "  --vocab DIR      directory with encoder.json and vocab.bpe (default: $GPT2_VOCAB_DIR, then\n"
-    "                   ../shared/data/gpt2, dev/data/gpt2, else downloaded from OpenAI)\n"
+    "                   dev/data/gpt2, else downloaded from OpenAI)\n"
     "  -j N             threads for encode/count (default: all cores)\n";
 
 [[noreturn]] static void usage_error(const char* msg, const char* arg) {

@@ -25,7 +25,7 @@ static const char* USAGE =
     "      (magic 20240522)\n"
     "both:\n"
     "  --vocab DIR         directory with encoder.json and vocab.bpe (default: $GPT2_VOCAB_DIR, then\n"
-    "                      ../shared/data/gpt2, dev/data/gpt2, else downloaded from OpenAI)\n";
+    "                      dev/data/gpt2, else downloaded from OpenAI)\n";
 
 [[noreturn]] static void usage_error(const std::string& msg) {
     fprintf(stderr, "error: %s\n%s", msg.c_str(), USAGE);

@@ -36,7 +36,7 @@ expect_fail() {
 
 echo "== dependencies"
 bash dev/test/install_deps.sh || { echo "dependency installation failed"; echo "0 passed, 1 failed"; exit 1; }
-export GPT2_VOCAB_DIR=${GPT2_VOCAB_DIR:-$REPO/../shared/data/gpt2}
+export GPT2_VOCAB_DIR=${GPT2_VOCAB_DIR:-$REPO/dev/data/gpt2}
 
 echo "== host tools and tests"
 run host-build make -j2 host

@@ -1,5 +1,5 @@
 // Tests of the GPT-2 tokenizer (llmc/gpt2_bpe.h) and the decode-only reader (llmc/tokenizer.h).
-// The vocabulary comes from $GPT2_VOCAB_DIR, else ../shared/data/gpt2 next to the repo; a missing
+// The vocabulary comes from $GPT2_VOCAB_DIR, else the repository's dev/data/gpt2; a missing
 // vocabulary fails the tests (it does not skip them).
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <gtest/gtest.h>

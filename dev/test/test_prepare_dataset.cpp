@@ -1,6 +1,6 @@
 // Tests of dataset preparation (dev/data/prepare_dataset.h) and of the prepare_dataset / gpt2tok tools
-// run as a user would. The vocabulary comes from $GPT2_VOCAB_DIR, else ../shared/data/gpt2 next to the
-// repo; a missing vocabulary fails the tests (it does not skip them).
+// run as a user would. The vocabulary comes from $GPT2_VOCAB_DIR, else the repository's dev/data/gpt2;
+// a missing vocabulary fails the tests (it does not skip them).
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>

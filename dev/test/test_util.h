@@ -5,7 +5,7 @@
  *  - read_file / read_bytes: a whole file as bytes; empty when the file is missing or unreadable.
  *  - write_file: replaces a file with the given bytes; aborts (a test bug) if it cannot be written.
  *  - repo_root / test_vocab_dir: where the repo is (from the test binary's path) and the GPT-2
- *    vocabulary the tokenizer tests use ($GPT2_VOCAB_DIR, else ../shared/data/gpt2 beside the repo).
+ *    vocabulary the tokenizer tests use ($GPT2_VOCAB_DIR, else the repository's dev/data/gpt2).
  */
 #pragma once
 
@@ -100,5 +100,5 @@ inline std::string repo_root() {
 inline std::string test_vocab_dir() {
     const char* env = getenv("GPT2_VOCAB_DIR");
     if (env != nullptr && env[0] != '\0') return env;
-    return repo_root() + "/../shared/data/gpt2";
+    return repo_root() + "/dev/data/gpt2";
 }
