@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "llmc/auto_settings.h"
 #include "llmc/checkpoint.cuh"
 #include "llmc/dataloader.h"
 #include "llmc/eval_loader.h"
@@ -57,8 +58,8 @@ struct TrainConfig {
     int keep_last = 0;                // -nk
     int keep_multiple = 0;            // -nm
     int resume = 0;                   // -y
-    int recompute = 1;                // -r
-    int gelu_fusion = 0;              // -ge
+    int recompute = -1;               // -r: -1 = picked at start-up (llmc/auto_settings.h)
+    int gelu_fusion = -1;             // -ge: -1 = picked at start-up (llmc/auto_settings.h)
     int master_weights = 1;           // -w
     int zero_stage = 0;               // -z
     int overfit_single_batch = 0;     // -a
@@ -105,8 +106,9 @@ static void print_usage() {
         "  -nk <int>  after writing step S, delete step S - nk*n (0 = keep all) unless it is a multiple of\n"
         "  -nm <int>  (0 = none): those major checkpoints are never deleted\n"
         "  -y <0|1>   resume from the newest complete checkpoint in -o\n"
-        "  -r <0|1|2> recompute: none, GELU, GELU + LayerNorm (1)\n"
-        "  -ge <0|1|2> GELU fused into matmul: off, forward, forward+backward (0)\n"
+        "  -r <0|1|2> recompute: none, GELU, GELU + LayerNorm (-1 = default: the least whose activations fit)\n"
+        "  -ge <0|1|2> GELU fused into matmul: off, forward, forward+backward (-1 = default: 2 in BF16\n"
+        "             builds on sm_90 and newer, else 0)\n"
         "  -w <0|1>   fp32 master weights (1)     -z <0|1>   ZeRO stage (0)\n"
         "  -a <0|1>   overfit a single batch (0)  -f <0|1>   allow TF32 in FP32 builds (1)\n"
         "  -sl <float> / -sg <float>  skip update when loss / grad-norm z-score exceeds this (0 = off)\n"
@@ -204,8 +206,8 @@ static TrainConfig parse_args(int argc, char** argv) {
     }
     require_range("-b", c.B, 1, 1 << 20);
     require_range("-t", c.T, 1, 1 << 20);
-    require_range("-r", c.recompute, 0, 2);
-    require_range("-ge", c.gelu_fusion, 0, 2);
+    require_range("-r", c.recompute, -1, 2);
+    require_range("-ge", c.gelu_fusion, -1, 2);
     require_range("-w", c.master_weights, 0, 1);
     require_range("-a", c.overfit_single_batch, 0, 1);
     require_range("-f", c.allow_tf32, 0, 1);
@@ -275,6 +277,7 @@ struct Trainer {
     GpuPeak peak;
     CheckpointRead resume;  // -y 1: read and checked on the host before the GPU starts, uploaded after
     Watchdog watchdog;  // bounds every wait of the loop on the GPU / a collective (-wt)
+    std::string recompute_why, gelu_fusion_why;  // -r / -ge picked at start-up: why (the table)
 };
 
 static bool is_rank0(const Trainer& tr) { return tr.mp.process_rank == 0; }
@@ -614,9 +617,10 @@ static const cudaDeviceProp& setup_gpu(Trainer& tr) {
 // Model on the GPU: state, weights (random or from -e), activations, then the resume's upload and the
 // log. Returns the largest micro-batch the free memory would have taken (for the table).
 static int setup_model(Trainer& tr, const ModelChoice& m) {
-    const TrainConfig& c = tr.cfg;
+    TrainConfig& c = tr.cfg;
+    if (c.gelu_fusion < 0) c.gelu_fusion = auto_gelu_fusion(tr.ctx.props.major, kFloatXIsBF16, &tr.gelu_fusion_why);
     GPT2Options opt;
-    opt.recompute = c.recompute;
+    opt.recompute = std::max(c.recompute, 0);  // -1: chosen below, once the free memory is known
     opt.gelu_fusion = c.gelu_fusion;
     opt.use_master_weights = c.master_weights != 0;
     gpt2_allocate_state(&tr.model, m.mc, opt, &tr.mp, &tr.ctx);
@@ -625,6 +629,13 @@ static int setup_model(Trainer& tr, const ModelChoice& m) {
     else gpt2_load_params(&tr.model, c.init.c_str(), m.info);
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (c.recompute < 0) {
+        // per process: recompute levels give the same bits, so processes may differ (GPUs of another size)
+        size_t need[3];
+        for (int r = 0; r < 3; r++) need[r] = gpt2_activation_bytes(tr.ctx, m.mc, c.B, c.T, r);
+        c.recompute = auto_recompute(need, free_bytes, &tr.recompute_why);
+        tr.model.opt.recompute = c.recompute;
+    }
     const int max_b = gpt2_estimate_max_batch(tr.ctx, m.mc, c.T, c.recompute, free_bytes);
     gpt2_allocate_activations(&tr.model, c.B, c.T);
 
@@ -669,8 +680,9 @@ static void print_run_table(Trainer& tr, const GPT2Config& mc, const cudaDeviceP
     row_i("sample every", c.sample_every);
     row_i("genT", c.gen_tokens);
     row_i("checkpoint every", c.checkpoint_every);
-    row_i("recompute", c.recompute);
-    row_i("gelu fusion", c.gelu_fusion);
+    auto with_why = [](int v, const std::string& why) { return std::to_string(v) + (why.empty() ? "" : " (" + why + ")"); };
+    row_s("recompute", with_why(c.recompute, tr.recompute_why));
+    row_s("gelu fusion", with_why(c.gelu_fusion, tr.gelu_fusion_why));
     row_i("master weights", gpt2_uses_master_weights(&tr.model));
     row_i("zero stage", c.zero_stage);
     row_s("precision", PRECISION_MODE_NAME);
