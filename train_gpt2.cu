@@ -71,6 +71,7 @@ struct TrainConfig {
     int shuffle = 1;                  // -sh (ours): 1 = llm.c's train data shuffle, 0 = file order
     bool shuffle_given = false;       //   -sh was on the command line (-a 1 turns the default off)
     int phase_timing = 0;             // -pt (ours): print GPU time per phase of the step at the end
+    int overlap_update = 0;           // -ao (ours): AdamW on a second stream, under the next step's forward
     uint64_t seed = 42;               // -seed (ours): random init and sampling (the shuffle is llm.c's: 42 + rank)
     // multi-process
     int num_processes = 1;            // -pn
@@ -116,6 +117,8 @@ static void print_usage() {
         "  -sh <0|1>  train data order: 1 = shuffled as llm.c does (default; its seed is 42 + rank),\n"
         "             0 = file order; -a 1 turns it off     -seed <int> seed of -e dN init and sampling (42)\n"
         "  -pt <0|1>  time each phase of the step on the GPU and print a table at the end (0)\n"
+        "  -ao <0|1>  run each AdamW update on a second stream, overlapped with the next forward; the same\n"
+        "             results bit for bit (0; single process or ZeRO-0, and not with -pt 1)\n"
         "  -ma <0|1>  per GEMM shape, the fastest cuBLASLt algorithm among those giving the same bits as\n"
         "             cuBLASLt's first choice, timed on the first call; likewise cuDNN's attention plans (1)\n"
         "  -pn / -pr / -pg / -pi / -ps / -pf / -pp   processes / rank / GPUs per node / init (mpi|tcp|fs)\n"
@@ -193,6 +196,7 @@ static TrainConfig parse_args(int argc, char** argv) {
         else if (f == "-lg") c.gpu_log_every = parse_int(argv[i], v);
         else if (f == "-sh") { c.shuffle = parse_int(argv[i], v); c.shuffle_given = true; }
         else if (f == "-pt") c.phase_timing = parse_int(argv[i], v);
+        else if (f == "-ao") c.overlap_update = parse_int(argv[i], v);
         else if (f == "-seed") c.seed = (uint64_t)parse_int(argv[i], v);
         else if (f == "-pn") c.num_processes = parse_int(argv[i], v);
         else if (f == "-pr") c.process_rank = parse_int(argv[i], v);
@@ -216,6 +220,7 @@ static TrainConfig parse_args(int argc, char** argv) {
     require_range("-y", c.resume, 0, 1);
     require_range("-sh", c.shuffle, 0, 1);
     require_range("-pt", c.phase_timing, 0, 1);
+    require_range("-ao", c.overlap_update, 0, 1);
     require_range("-pp", c.port, 1, 65535);
     for (auto [flag, value] : {std::pair<const char*, int>{"-v", c.val_every}, {"-s", c.sample_every},
                                {"-g", c.gen_tokens}, {"-n", c.checkpoint_every}, {"-nk", c.keep_last},
@@ -623,6 +628,7 @@ static int setup_model(Trainer& tr, const ModelChoice& m) {
     opt.recompute = std::max(c.recompute, 0);  // -1: chosen below, once the free memory is known
     opt.gelu_fusion = c.gelu_fusion;
     opt.use_master_weights = c.master_weights != 0;
+    opt.overlap_update = c.overlap_update != 0;
     gpt2_allocate_state(&tr.model, m.mc, opt, &tr.mp, &tr.ctx);
     tr.model.rng_state = 13371337;  // the same on every process: replicas must round identically
     if (m.from_descriptor) gpt2_init_random(&tr.model, c.seed);
@@ -683,6 +689,7 @@ static void print_run_table(Trainer& tr, const GPT2Config& mc, const cudaDeviceP
     auto with_why = [](int v, const std::string& why) { return std::to_string(v) + (why.empty() ? "" : " (" + why + ")"); };
     row_s("recompute", with_why(c.recompute, tr.recompute_why));
     row_s("gelu fusion", with_why(c.gelu_fusion, tr.gelu_fusion_why));
+    row_i("update overlap (-ao)", c.overlap_update);
     row_i("master weights", gpt2_uses_master_weights(&tr.model));
     row_i("zero stage", c.zero_stage);
     row_s("precision", PRECISION_MODE_NAME);

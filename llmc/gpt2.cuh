@@ -156,6 +156,7 @@ struct GPT2Options {
     int recompute = 1;           // -r
     int gelu_fusion = 0;         // -ge
     bool use_master_weights = true;  // -w (bf16 builds only)
+    bool overlap_update = false;     // AdamW on a second stream, overlapped with the next forward (-uo)
     // (-f and -ma, TF32 and the autotunes, are the GpuContext's: llmc/gpu_context.cuh)
 };
 
@@ -196,6 +197,16 @@ struct GPT2 {
     uint64_t rng_state_last_update = 0;  // rng_state when the last update began (state file slots 22-23)
     cudaStream_t stream = nullptr;  // ctx->stream (not owned)
     PhaseTimer* timer = nullptr;    // -pt 1: per-phase GPU timing (nullptr: off)
+    // opt.overlap_update: the update runs on its own stream, embeddings first, then layer by layer, then
+    // the final LayerNorm; ready[0] / ready[1 + l] / ready[L + 1] mark each part done. While `pending`,
+    // the next forward waits for each part just before it reads it; everything else joins first
+    // (gpt2_update_join).
+    struct {
+        cudaStream_t stream = nullptr;
+        cudaEvent_t start = nullptr;
+        std::vector<cudaEvent_t> ready;  // (L + 2)
+        bool pending = false;
+    } update;
 };
 
 inline void gpt2_set_param_pointers(ParameterTensors* t, floatX* base, const size_t sizes[NUM_PARAMETER_TENSORS]) {
@@ -262,6 +273,21 @@ inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Op
     gpt2_set_param_pointers(&model->params, model->params_memory, model->param_sizes);
     gpt2_set_param_pointers(&model->grads, model->grads_memory, model->param_sizes);
     cudaCheck(cudaMallocHost(&model->norm_host, sizeof(float)));
+    if (opt.overlap_update) {
+        cudaCheck(cudaStreamCreateWithFlags(&model->update.stream, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&model->update.start, cudaEventDisableTiming));
+        model->update.ready.resize(cfg.num_layers + 2);
+        for (cudaEvent_t& e : model->update.ready) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+}
+
+// Waits for an update still running on the update stream: the compute stream waits for it, and with
+// `host` the host too (before copies on another stream, or the host reading what the update wrote).
+inline void gpt2_update_join(GPT2* model, bool host = true) {
+    if (!model->update.pending) return;
+    cudaCheck(cudaStreamWaitEvent(model->stream, model->update.ready.back(), 0));
+    if (host) cudaCheck(cudaEventSynchronize(model->update.ready.back()));
+    model->update.pending = false;
 }
 
 // GPT-2 initialisation (formats.md): N(0, 0.02) weights, residual projections N(0, 0.02/sqrt(2L)),
@@ -282,7 +308,8 @@ inline void gpt2_load_params(GPT2* model, const char* path, const ModelFileInfo&
 }
 
 // Writes the parameters as v5 (bf16 build) or v3 (fp32 build): the exact bits on the GPU.
-inline void gpt2_write_params(const GPT2* model, const char* path) {
+inline void gpt2_write_params(GPT2* model, const char* path) {
+    gpt2_update_join(model);
     std::vector<uint8_t> host(model->num_parameters * sizeof(floatX));
     cudaCheck(cudaMemcpy(host.data(), model->params_memory, host.size(), cudaMemcpyDeviceToHost));
     model_file_write(path, model->config, host.data(), kFloatXIsBF16 ? DType::BF16 : DType::FP32,
@@ -348,6 +375,13 @@ inline int gpt2_estimate_max_batch(GpuContext& ctx, const GPT2Config& cfg, int T
 }
 
 inline void gpt2_free(GPT2* model) {
+    gpt2_update_join(model);
+    for (cudaEvent_t e : model->update.ready) cudaCheck(cudaEventDestroy(e));
+    model->update.ready.clear();
+    if (model->update.start) cudaCheck(cudaEventDestroy(model->update.start));
+    if (model->update.stream) cudaCheck(cudaStreamDestroy(model->update.stream));
+    model->update.start = nullptr;
+    model->update.stream = nullptr;
     cudaFreeCheck(&model->params_memory);
     cudaFreeCheck(&model->grads_memory);
     cudaFreeCheck(&model->m_memory);
@@ -510,10 +544,17 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         cudaCheck(cudaMemcpyAsync(model->targets, model->targets_host, BT * sizeof(int), cudaMemcpyHostToDevice, s));
     }
 
+    const bool wait_update = model->update.pending;  // the last update is still running: wait per part
+    auto wait_part = [&](int k) {
+        if (wait_update) cudaCheck(cudaStreamWaitEvent(s, model->update.ready[k], 0));
+    };
+    model->update.pending = false;  // by the LM head, this stream has waited for all of it
     phase_mark(tm, "encoder fwd", s);
+    wait_part(0);
     encoder_forward(a.encoded, model->inputs, p.wte, p.wpe, B, T, C, s);
     for (int l = 0; l < L; l++) {
         const LayerView v = gpt2_layer_view(model, l, B, T);
+        wait_part(1 + l);
         phase_mark(tm, "layernorm fwd", s);
         layernorm_forward(v.ln1, v.ln1_mean, v.ln1_rstd, v.residual, v.w.ln1w, v.w.ln1b, BT, C, s, LD);
         phase_mark(tm, "matmul qkv fwd", s);
@@ -537,6 +578,7 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         matmul_forward(ctx, v.residual3, nullptr, v.fch_gelu, v.w.fcprojw, v.w.fcprojb, BT, 4 * C, C, s, 0,
                        v.residual2);
     }
+    wait_part(L + 1);
     phase_mark(tm, "layernorm fwd", s);
     const floatX* residual3 = gpt2_layer_view(model, L - 1, B, T).residual3;
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, residual3, p.lnfw, p.lnfb, BT, C, s);
@@ -590,6 +632,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool first_micro_step = tru
     const bool ln_per_layer = model->opt.recompute < 2;
     const bool gelu_per_layer = model->opt.recompute < 1;
     float* scratch = model->scratch_f32;
+    gpt2_update_join(model, false);  // (a forward ran first and waited already; this is for other callers)
 #if GPT2_ZERO_GRADS  // -DGPT2_ZERO_GRADS=1 (A/B builds): the old way, every gradient zeroed, then += throughout
     if (first_micro_step) {
         cudaCheck(cudaMemsetAsync(model->grads_memory, 0, model->num_parameters * sizeof(floatX), model->stream));
@@ -724,32 +767,62 @@ inline void gpt2_update(GPT2* model, float lr, float weight_decay, float grad_sc
     const bool master = gpt2_uses_master_weights(model);
     const std::vector<ZeroChunk>& chunks = model->shard.chunks;
     model->rng_state_last_update = model->rng_state;
+    // opt.overlap_update: on the update stream, in the order the next forward reads the parameters (ZeRO-0
+    // only: ZeRO-1's all-gather stays in the step; not while -pt times the phases of the compute stream)
+    const bool overlap = model->update.stream != nullptr && model->mp->zero_stage == 0 && model->timer == nullptr;
+    cudaStream_t us = overlap ? model->update.stream : model->stream;
+    if (overlap) {
+        cudaCheck(cudaEventRecord(model->update.start, model->stream));  // gradients final, norm known
+        cudaCheck(cudaStreamWaitEvent(us, model->update.start, 0));
+    }
     phase_mark(model->timer, "adamw", model->stream);
     if (master && !model->master_initialized) {
         if (model->mp->zero_stage == 0) {
-            copy_to_fp32(model->master_weights, model->params_memory, model->num_parameters, model->stream);
+            copy_to_fp32(model->master_weights, model->params_memory, model->num_parameters, us);
         } else {
             for (const ZeroChunk& c : chunks) {
-                copy_to_fp32(model->master_weights + c.shard_offset, model->params_memory + c.offset, c.size,
-                             model->stream);
+                copy_to_fp32(model->master_weights + c.shard_offset, model->params_memory + c.offset, c.size, us);
             }
         }
         model->master_initialized = true;
     }
-    size_t k = 0;  // chunks are in tensor order
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        AdamWParams ap;
-        ap.lr = lr;
-        ap.weight_decay = param_tensor_is_2d(i) ? weight_decay : 0.0f;
-        ap.grad_scale = grad_scale * multi_gpu_mean_scale(model->mp);
-        ap.t = t;
-        const uint32_t seed = random_u32(&model->rng_state);
-        for (; k < chunks.size() && chunks[k].tensor == i; k++) {
-            const ZeroChunk& c = chunks[k];
-            adamw_update(model->params_memory + c.offset, master ? model->master_weights + c.shard_offset : nullptr,
-                         model->grads_memory + c.offset, model->m_memory + c.shard_offset,
-                         model->v_memory + c.shard_offset, c.size, (uint32_t)c.position, ap, seed, model->stream);
+    AdamWParams ap[NUM_PARAMETER_TENSORS];
+    uint32_t seeds[NUM_PARAMETER_TENSORS];
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {  // one seed per tensor, drawn in tensor order
+        ap[i].lr = lr;
+        ap[i].weight_decay = param_tensor_is_2d(i) ? weight_decay : 0.0f;
+        ap[i].grad_scale = grad_scale * multi_gpu_mean_scale(model->mp);
+        ap[i].t = t;
+        seeds[i] = random_u32(&model->rng_state);
+    }
+    // elements [first, first + count) of chunk c, which belongs to tensor i
+    auto launch = [&](const ZeroChunk& c, size_t first, size_t count) {
+        adamw_update(model->params_memory + c.offset + first,
+                     master ? model->master_weights + c.shard_offset + first : nullptr,
+                     model->grads_memory + c.offset + first, model->m_memory + c.shard_offset + first,
+                     model->v_memory + c.shard_offset + first, count, (uint32_t)(c.position + first), ap[c.tensor],
+                     seeds[c.tensor], us);
+    };
+    if (!overlap) {
+        for (const ZeroChunk& c : chunks) launch(c, 0, c.size);  // chunks are in tensor order
+    } else {  // ZeRO-0: chunk i is tensor i; layer l's slices of the 12 layer tensors together
+        const int L = model->config.num_layers;
+        launch(chunks[PARAM_WTE], 0, chunks[PARAM_WTE].size);
+        launch(chunks[PARAM_WPE], 0, chunks[PARAM_WPE].size);
+        cudaCheck(cudaEventRecord(model->update.ready[0], us));
+        for (int l = 0; l < L; l++) {
+            for (int j = 0; j < NUM_LAYER_TENSORS; j++) {
+                const ZeroChunk& c = chunks[PARAM_FIRST_LAYER_TENSOR + j];
+                const size_t per_layer = c.size / L;
+                launch(c, (size_t)l * per_layer, per_layer);
+            }
+            cudaCheck(cudaEventRecord(model->update.ready[1 + l], us));
         }
+        launch(chunks[PARAM_LNFW], 0, chunks[PARAM_LNFW].size);
+        launch(chunks[PARAM_LNFB], 0, chunks[PARAM_LNFB].size);
+        cudaCheck(cudaEventRecord(model->update.ready[L + 1], us));
+        model->update.pending = true;
+        return;
     }
     phase_mark(model->timer, "parameter all-gather (NCCL)", model->stream);
     multi_gpu_all_gather(model->params_memory, chunks.data(), (int)chunks.size(), model->mp, model->stream);
@@ -760,6 +833,7 @@ inline void gpt2_update(GPT2* model, float lr, float weight_decay, float grad_sc
 // Copies optimizer state to the host (for the state file): m, v and, if kept, master weights.
 inline void gpt2_optimizer_state_to_host(GPT2* model, std::vector<float>* m, std::vector<float>* v,
                                          std::vector<float>* master) {
+    gpt2_update_join(model);
     const size_t n = model->shard.size;
     m->resize(n);
     v->resize(n);
@@ -776,6 +850,7 @@ inline void gpt2_optimizer_state_to_host(GPT2* model, std::vector<float>* m, std
 // This process's parameters in m/v/master order (its chunks back to back, llmc/zero_shards.h), as fp32:
 // the master block of an FP32 build's state file (written, and checked on reading).
 inline void gpt2_shard_params_to_host(GPT2* model, std::vector<float>* out) {
+    gpt2_update_join(model);
     out->assign(model->shard.size, 0.0f);
     std::vector<floatX> buf;
     for (const ZeroChunk& c : model->shard.chunks) {
