@@ -72,7 +72,7 @@ struct TrainConfig {
     bool shuffle_given = false;       //   -sh was on the command line (-a 1 turns the default off)
     int phase_timing = 0;             // -pt (ours): print GPU time per phase of the step at the end
     int overlap_update = 0;           // -ao (ours): AdamW on a second stream, under the next step's forward
-    uint64_t seed = 42;               // -seed (ours): random init and sampling (the shuffle is llm.c's: 42 + rank)
+    uint64_t seed = 42;               // -seed (ours): -e dN init (42 gives llm.c's) and sampling (shuffle: 42 + rank)
     // multi-process
     int num_processes = 1;            // -pn
     int process_rank = 0;             // -pr
@@ -631,8 +631,15 @@ static int setup_model(Trainer& tr, const ModelChoice& m) {
     opt.overlap_update = c.overlap_update != 0;
     gpt2_allocate_state(&tr.model, m.mc, opt, &tr.mp, &tr.ctx);
     tr.model.rng_state = 13371337;  // the same on every process: replicas must round identically
-    if (m.from_descriptor) gpt2_init_random(&tr.model, c.seed);
-    else gpt2_load_params(&tr.model, c.init.c_str(), m.info);
+    if (m.from_descriptor) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const int threads = gpt2_init_random(&tr.model, c.seed);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (is_rank0(tr)) {
+            printf("init: random weights of %s (%.1fM parameters) in %.1f s on %d threads, seed %u\n", c.init.c_str(),
+                   tr.model.num_parameters / 1e6, s, threads, (uint32_t)c.seed);
+        }
+    } else gpt2_load_params(&tr.model, c.init.c_str(), m.info);
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
     if (c.recompute < 0) {

@@ -28,6 +28,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "llmc/adamw.cuh"
@@ -290,13 +292,17 @@ inline void gpt2_update_join(GPT2* model, bool host = true) {
     model->update.pending = false;
 }
 
-// GPT-2 initialisation (formats.md): N(0, 0.02) weights, residual projections N(0, 0.02/sqrt(2L)),
-// zero biases, LayerNorm weight 1; wte rows >= V zero. Deterministic from `seed` (host RNG, Box-Muller).
-inline void gpt2_init_random(GPT2* model, uint64_t seed) {
-    std::vector<uint8_t> host(model->num_parameters * sizeof(floatX));
+// llm.c's random initialisation, bit for bit (gpt2_init_params_random): N(0, 0.02) weights, residual
+// projections N(0, 0.02/sqrt(2L)), zero biases, LayerNorm weights 1, wte rows >= V zero; mt19937 seeded
+// with `seed` (llm.c: 42), drawn on the host on up to 32 threads. Returns the threads used.
+inline int gpt2_init_random(GPT2* model, uint64_t seed) {
+    const size_t bytes = model->num_parameters * sizeof(floatX);
+    std::unique_ptr<uint8_t[]> host(new uint8_t[bytes]);  // not zeroed here: the workers touch their pages
     const int threads = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
-    gpt2_init_params_random(model->config, seed, kFloatXIsBF16 ? DType::BF16 : DType::FP32, host.data(), threads);
-    cudaCheck(cudaMemcpy(model->params_memory, host.data(), host.size(), cudaMemcpyHostToDevice));
+    const int used = gpt2_init_params_random(model->config, seed, kFloatXIsBF16 ? DType::BF16 : DType::FP32,
+                                             host.get(), threads);
+    cudaCheck(cudaMemcpy(model->params_memory, host.get(), bytes, cudaMemcpyHostToDevice));
+    return used;
 }
 
 // Loads parameters from a v3/v5 checkpoint, converting to this build's precision.

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -310,52 +311,143 @@ inline bool param_tensor_is_2d(int i) {
            i == PARAM_FCPROJW;
 }
 
-// GPT-2 / llm.c random initialisation (formats.md) of all parameters, in checkpoint order, written to
-// out as `dtype` (bf16 rounded to nearest even from the fp32 value): 2-D tensors N(0, 0.02), the two
-// residual projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)); LayerNorm weights 1; biases and the
-// padded vocabulary rows of wte 0. Each normal value is Box-Muller on two draws of one xorshift*
-// stream seeded from `seed`, consumed in order over the random tensors' elements (padded wte rows
-// included). `threads` workers each jump the stream ahead to their own chunk (random_jump), so the
-// values are the same for any thread count, and d48 (1.56B parameters) takes seconds, not minutes.
-inline void gpt2_init_params_random(const GPT2Config& c, uint64_t seed, DType dtype, void* out, int threads) {
+// One normal draw of llm.c's random init: n values N(0, std) written at element `at` of the parameters,
+// from the init stream's draw `first_draw` on (mt19937_normal_draws(n) draws).
+struct InitDraw {
+    size_t at;
+    size_t n;
+    float std;
+    uint64_t first_draw;
+};
+
+// llm.c's gpt2_build_from_random order: wte (its V real rows only), wpe, then layer by layer qkvw,
+// attprojw, fcw, fcprojw. Residual projections (attprojw, fcprojw) get 0.02 * (1 / sqrtf(2L)), computed
+// as llm.c does in float.
+inline std::vector<InitDraw> gpt2_init_draws(const GPT2Config& c) {
+    size_t sizes[NUM_PARAMETER_TENSORS], offsets[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(c, sizes);
+    for (size_t i = 0, off = 0; i < NUM_PARAMETER_TENSORS; off += sizes[i], i++) offsets[i] = off;
+    const size_t L = c.num_layers;
+    const float residual_scale = 1.0f / sqrtf(2.0f * c.num_layers);
+    std::vector<InitDraw> draws;
+    uint64_t next = 0;
+    auto add = [&](size_t at, size_t n, float std) {
+        draws.push_back({at, n, std, next});
+        next += mt19937_normal_draws(n);
+    };
+    add(offsets[PARAM_WTE], (size_t)c.vocab_size * c.channels, 0.02f);
+    add(offsets[PARAM_WPE], sizes[PARAM_WPE], 0.02f);
+    for (size_t l = 0; l < L; l++) {
+        for (int i : {PARAM_QKVW, PARAM_ATTPROJW, PARAM_FCW, PARAM_FCPROJW}) {
+            const size_t n = sizes[i] / L;
+            add(offsets[i] + l * n, n, i == PARAM_ATTPROJW || i == PARAM_FCPROJW ? 0.02f * residual_scale : 0.02f);
+        }
+    }
+    return draws;
+}
+
+// llm.c's random initialisation (gpt2_build_from_random), bit for bit: mt19937 seeded with `seed` (llm.c
+// always uses 42), llm.c's normal_ (mt19937_normal) for each of gpt2_init_draws in order; LayerNorm
+// weights 1; biases and wte's padded rows 0; every value converted to `dtype` (bf16: round to nearest
+// even, as llm.c's (floatX) cast). Written to out in checkpoint order; returns the threads used.
+//
+// Parallel, with the same bits for any thread count: every value's draws sit at a known position of the
+// one stream, so each of `threads` workers jumps its generator (mt19937_jump) to the start of its share
+// (whole blocks of 16 draws) and draws and transforms from there. The 16 redrawn values of a tensor whose
+// size is not a multiple of 16, and the small (< 16) tensors, overwrite or fill after all workers are done.
+// min_share: the fewest draws worth a worker of their own (a jump costs ~0.05 s); tests lower it.
+inline int gpt2_init_params_random(const GPT2Config& c, uint64_t seed, DType dtype, void* out, int threads,
+                                   uint64_t min_share = 1u << 23) {
     size_t sizes[NUM_PARAMETER_TENSORS];
     gpt2_param_sizes(c, sizes);
-    const uint64_t state0 = seed * 0x9E3779B97F4A7C15ull + 1;
-    uint64_t draws_before = 0;  // random draws consumed by the tensors before this one
-    size_t off = 0;
-    threads = std::max(threads, 1);
-    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
-        const size_t n = sizes[i];
-        const bool is_ln_weight = (i == PARAM_LN1W || i == PARAM_LN2W || i == PARAM_LNFW);
-        const bool is_residual_proj = (i == PARAM_ATTPROJW || i == PARAM_FCPROJW);
-        float std = 0.0f;
-        if (param_tensor_is_2d(i)) std = is_residual_proj ? 0.02f / sqrtf(2.0f * c.num_layers) : 0.02f;
-        const size_t real = i == PARAM_WTE ? (size_t)c.vocab_size * c.channels : n;  // wte's padded rows stay 0
-        auto fill = [&](size_t begin, size_t end) {
-            uint64_t state = state0;
-            if (std > 0.0f) random_jump(&state, draws_before + 2 * begin);
-            for (size_t j = begin; j < end; j++) {
-                float v = is_ln_weight ? 1.0f : 0.0f;
-                if (std > 0.0f) {
-                    const float u1 = (random_u32(&state) + 0.5f) * (1.0f / 4294967296.0f);
-                    const float u2 = (random_u32(&state) + 0.5f) * (1.0f / 4294967296.0f);
-                    v = j < real ? std * sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2) : 0.0f;
-                }
-                if (dtype == DType::FP32) static_cast<float*>(out)[off + j] = v;
-                else static_cast<uint16_t*>(out)[off + j] = float_to_bf16_rne(v);
-            }
-        };
-        const size_t chunk = (n + threads - 1) / threads;
-        if (threads == 1 || n < (1u << 16)) {
-            fill(0, n);
+    auto store = [dtype, out](size_t at, const float* v, size_t n) {
+        if (dtype == DType::FP32) {
+            memcpy(static_cast<float*>(out) + at, v, n * sizeof(float));
         } else {
-            std::vector<std::thread> pool;
-            for (size_t b = 0; b < n; b += chunk) pool.emplace_back(fill, b, std::min(n, b + chunk));
-            for (std::thread& t : pool) t.join();
+            uint16_t* d = static_cast<uint16_t*>(out) + at;
+            for (size_t i = 0; i < n; i++) d[i] = float_to_bf16_rne(v[i]);
         }
-        if (std > 0.0f) draws_before += 2 * n;
-        off += n;
+    };
+    // the constant parts: LayerNorm weights 1, biases 0, wte's padded rows 0
+    size_t off = 0;
+    for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+        size_t begin = 0;  // the first element not drawn
+        if (i == PARAM_WTE) begin = (size_t)c.vocab_size * c.channels;
+        else if (param_tensor_is_2d(i)) begin = sizes[i];
+        const float v = (i == PARAM_LN1W || i == PARAM_LN2W || i == PARAM_LNFW) ? 1.0f : 0.0f;
+        if (dtype == DType::FP32) std::fill_n(static_cast<float*>(out) + off + begin, sizes[i] - begin, v);
+        else std::fill_n(static_cast<uint16_t*>(out) + off + begin, sizes[i] - begin, float_to_bf16_rne(v));
+        off += sizes[i];
     }
+
+    const std::vector<InitDraw> draws = gpt2_init_draws(c);
+    const uint64_t total = draws.back().first_draw + mt19937_normal_draws(draws.back().n);
+    // A work unit is a block of 16 values (16 draws), the redrawn last 16 of a tensor (unit n / 16, drawn
+    // after the n % 16 uniforms of the partial block, which are never used), or a whole tensor of fewer
+    // than 16 values.
+    auto units = [](const InitDraw& d) { return d.n < 16 ? 1 : d.n / 16 + (d.n % 16 != 0); };
+    struct Pos { size_t draw, unit; };
+    auto first_draw_of = [&](Pos p) {  // the redrawn last 16 follow all n uniforms of the tensor
+        if (p.draw == draws.size()) return total;
+        const InitDraw& d = draws[p.draw];
+        return d.first_draw + (d.n >= 16 && p.unit == d.n / 16 ? d.n : 16 * p.unit);
+    };
+    // the first unit starting at or after draw position `target`
+    auto pos_at = [&](uint64_t target) {
+        auto later = [](uint64_t t, const InitDraw& d) { return t < d.first_draw; };
+        const size_t k = std::upper_bound(draws.begin(), draws.end(), target, later) - draws.begin() - 1;
+        const size_t u = (size_t)((target - draws[k].first_draw + 15) / 16);
+        return u < units(draws[k]) ? Pos{k, u} : Pos{k + 1, 0};
+    };
+    const uint64_t most = total / std::max<uint64_t>(min_share, 1);
+    threads = (int)std::max<uint64_t>(1, std::min<uint64_t>(std::max(threads, 1), most));
+    std::vector<Pos> starts;
+    for (int t = 0; t < threads; t++) starts.push_back(pos_at(total * t / threads));
+    starts.push_back(Pos{draws.size(), 0});
+    std::vector<std::array<float, 16>> last16(draws.size());  // redrawn tails and small tensors
+
+    auto work = [&](Pos from, Pos to) {
+        if (first_draw_of(from) >= first_draw_of(to)) return;
+        Mt19937State s;
+        mt19937_seed(&s, (uint32_t)seed);
+        mt19937_jump(&s, first_draw_of(from));
+        constexpr size_t BATCH = 64;  // blocks drawn and transformed at a time
+        float buf[16 * BATCH];
+        for (size_t k = from.draw; k < draws.size() && k <= to.draw; k++) {
+            const InitDraw& d = draws[k];
+            const size_t u0 = k == from.draw ? from.unit : 0, u1 = k == to.draw ? to.unit : units(d);
+            if (u0 >= u1) continue;
+            if (d.n < 16) {
+                mt19937_normal(last16[k].data(), d.n, 0.0f, d.std, &s);
+                continue;
+            }
+            const size_t full = std::min(u1, d.n / 16);
+            for (size_t u = u0; u < full; u += BATCH) {
+                const size_t nb = std::min(BATCH, full - u);
+                mt19937_fill_f32(&s, buf, 16 * nb);
+                for (size_t b = 0; b < nb; b++) mt19937_normal_block16(buf + 16 * b, 0.0f, d.std);
+                store(d.at + 16 * u, buf, 16 * nb);
+            }
+            if (u1 > d.n / 16) {  // the redrawn last 16
+                if (u0 < d.n / 16) mt19937_jump(&s, d.n % 16);  // the uniforms of the partial block
+                mt19937_fill_f32(&s, last16[k].data(), 16);
+                mt19937_normal_block16(last16[k].data(), 0.0f, d.std);
+            }
+        }
+    };
+    if (threads == 1) {
+        work(starts[0], starts[1]);
+    } else {
+        std::vector<std::thread> pool;
+        for (int t = 0; t < threads; t++) pool.emplace_back(work, starts[t], starts[t + 1]);
+        for (std::thread& t : pool) t.join();
+    }
+    for (size_t k = 0; k < draws.size(); k++) {
+        const InitDraw& d = draws[k];
+        if (d.n < 16) store(d.at, last16[k].data(), d.n);
+        else if (d.n % 16 != 0) store(d.at + d.n - 16, last16[k].data(), 16);
+    }
+    return threads;
 }
 
 // ----------------------------------------------------------------------------

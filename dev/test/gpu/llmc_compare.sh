@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ours against llm.c on one GPU (issue 23): from one checkpoint, the same command line for 20 steps
 # with the default (llm.c) shuffle, then each program resumes the other's step-10 state file and runs
-# to step 20. In a BF16 build and an FP32 build (FP32 state files carry llm.c's master-weight block).
+# to step 20; and both from -e d12 (llm.c's random init, which ours reproduces bit for bit) for 20
+# steps. In a BF16 build and an FP32 build (FP32 state files carry llm.c's master-weight block).
 #
 #   LLMC_DIR=<llm.c source tree> dev/test/gpu/llmc_compare.sh      (prints a summary; exit 1 on failure)
 #
@@ -41,6 +42,11 @@ for p in BF16 FP32; do
     F=(-i $TR -j $VA -e $d/init/model_00000001.bin -b 4 -t 1024 -x 20 -l 3e-4 -u 5 -c 0.1 -v 10 -s 0 -n 10)
     $ours "${F[@]}" -o $d/ours > $d/ours.log 2>&1 || { tail -5 $d/ours.log; status=1; }
     $llmc "${F[@]}" -o $d/llmc > $d/llmc.log 2>&1 || { tail -5 $d/llmc.log; status=1; }
+    # from llm.c's random init (-e d12): the same weights bit for bit, so the same losses as above
+    R=(-i $TR -j $VA -e d12 -b 4 -t 1024 -x 20 -l 3e-4 -u 5 -c 0.1 -v 10 -s 0)
+    $ours "${R[@]}" > $d/ours_d12.log 2>&1 || { tail -5 $d/ours_d12.log; status=1; }
+    $llmc "${R[@]}" > $d/llmc_d12.log 2>&1 || { tail -5 $d/llmc_d12.log; status=1; }
+    grep -m1 '^init:' $d/ours_d12.log
     for pair in "llmc ours" "ours llmc"; do
         set -- $pair  # $1 wrote the state, $2 resumes it
         r=$d/${2}_resumes_$1; rm -rf $r; cp -r $d/$1 $r; rm -f $r/*00000020*
@@ -70,6 +76,7 @@ def compare(what, a, b, first, last):
           f"step {first} {a[first]:.6f} / {b[first]:.6f}, step {last} {a[last]:.6f} / {b[last]:.6f}")
 o, l = steps("ours"), steps("llmc")
 compare("ours vs llm.c, same command line", o, l, 1, 20)
+compare("ours vs llm.c from -e d12 (random init)", steps("ours_d12"), steps("llmc_d12"), 1, 20)
 compare("llm.c resumed our step-10 state vs our run", steps("llmc_resumes_ours"), o, 11, 20)
 compare("ours resumed llm.c's step-10 state vs llm.c's run", steps("ours_resumes_llmc"), l, 11, 20)
 sys.exit(0 if ok else 1)
