@@ -614,6 +614,7 @@ static const cudaDeviceProp& setup_gpu(Trainer& tr) {
     GpuContextOptions ctx_opt;
     ctx_opt.allow_tf32 = c.allow_tf32 != 0;
     ctx_opt.autotune = c.matmul_autotune != 0;
+    ctx_opt.high_priority = c.overlap_update != 0;
     gpu_context_init(&tr.ctx, ctx_opt);  // on the device multi_gpu_config_init chose
     tr.peak = gpu_peak_bf16_flops(tr.ctx.props);
     return tr.ctx.props;

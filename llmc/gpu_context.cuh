@@ -116,6 +116,9 @@ struct LayerNormBackwardGrid {
 struct GpuContextOptions {
     bool allow_tf32 = true;  // -f
     bool autotune = true;    // -ma
+    // the compute stream at the highest priority: when the AdamW update runs beside it (-ao 1), the
+    // block scheduler gives the forward's blocks the free SMs first and the update fills what is left
+    bool high_priority = false;
 };
 
 struct GpuContext {
@@ -138,7 +141,9 @@ struct GpuContext {
 inline void gpu_context_init(GpuContext* ctx, const GpuContextOptions& opt = GpuContextOptions()) {
     cudaCheck(cudaGetDevice(&ctx->device));
     cudaCheck(cudaGetDeviceProperties(&ctx->props, ctx->device));
-    cudaCheck(cudaStreamCreate(&ctx->stream));
+    int least = 0, greatest = 0;
+    cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaCheck(cudaStreamCreateWithPriority(&ctx->stream, cudaStreamDefault, opt.high_priority ? greatest : least));
     ctx->allow_tf32 = opt.allow_tf32;
     ctx->autotune = opt.autotune;
     cublasCheck(cublasLtCreate(&ctx->cublaslt.handle));
