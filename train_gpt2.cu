@@ -560,13 +560,13 @@ static void setup_data(Trainer& tr, const GPT2Config& mc) {
         eval_loader_init(&tr.eval_loader, c.eval_file.c_str(), c.B, c.T, c.process_rank, c.num_processes);
         tr.have_eval = true;
     }
-    const size_t epoch_batches = dataloader_num_batches(&tr.train_loader) / tr.grad_accum;
-    if (epoch_batches == 0) {
-        fatal("the training data (%s %s) has fewer windows (%zu) than one optimizer step needs (%d)", train_flag(c),
-              train_pattern(c).c_str(), dataloader_num_batches(&tr.train_loader), tr.grad_accum);
+    // a step may need more windows than an epoch holds: the loader goes on into the next epoch, as llm.c's
+    const size_t train_tokens = shard_pattern_tokens(tr.train_loader.shard_paths);
+    tr.train_num_batches = plan_train_steps(c.max_steps, train_tokens, c.total_batch);
+    if (c.max_steps == -1 && tr.train_num_batches == 0 && is_rank0(tr)) {
+        fprintf(stderr, "warning: -x -1 (one epoch = train tokens / -d, as llm.c) is 0 steps: %s holds %zu tokens, "
+                "fewer than -d %ld; give -x to train for more\n", train_flag(c), train_tokens, c.total_batch);
     }
-    tr.train_num_batches = plan_train_steps(c.max_steps, shard_pattern_tokens(tr.train_loader.shard_paths),
-                                            c.total_batch);
     // -x 0 runs no update: the schedule is never read, but needs a length
     lr_scheduler_init(&tr.scheduler, c.schedule.c_str(), c.lr, c.warmup, std::max(tr.train_num_batches, 1), c.final_lr_frac);
     outlier_detector_init(&tr.loss_outlier);

@@ -295,6 +295,43 @@ TEST(DataLoader, MatchesLlmcShuffleAtAnyProcessCountAndRank) {
     }
 }
 
+// An optimizer step of more micro-batches than the data has windows (the trainer used to refuse it)
+// goes on into the next epoch, reshuffled, in llm.c's order; with -a 1 (llm.c resets the loader before
+// every step, unshuffled) every step reads the epoch's windows from the start and wraps the same way.
+TEST(DataLoader, StepLongerThanAnEpochWrapsAsLlmc) {
+    std::string dir = make_temp_dir();
+    const size_t sizes[3] = {100, 57, 130};
+    for (int s = 0; s < 3; s++) write_shard(dir + "/s_" + std::to_string(s) + ".bin", shard_tokens(s, sizes[s]));
+    const size_t B = 1, T = 3;
+    for (int P : {1, 2}) {
+        std::vector<size_t> windows;
+        for (size_t n : sizes) windows.push_back((n - 1) / (P * B * T));
+        for (bool overfit : {false, true}) {
+            for (int r = 0; r < P; r++) {
+                const size_t total = windows[0] + windows[1] + windows[2];
+                for (size_t accum : {total + 5, 2 * total + 3}) {
+                    LlmcReference ref(windows, r, !overfit);
+                    DataLoader dl;
+                    dataloader_init(&dl, (dir + "/s_*.bin").c_str(), "-i", B, T, r, P, !overfit);
+                    ASSERT_EQ(dataloader_num_batches(&dl), total);
+                    for (int step = 0; step < 3; step++) {
+                        dataloader_begin_step(&dl, overfit);
+                        if (overfit) ref.reset();
+                        for (size_t micro = 0; micro < accum; micro++) {
+                            const std::pair<int, int> want = ref.next();
+                            const int first_token = want.first * 10000 + want.second * (int)(P * B * T) + r * (int)(B * T);
+                            ASSERT_EQ(next_inputs(&dl)[0], first_token) << "P=" << P << " r=" << r << " overfit=" << overfit
+                                                                        << " accum=" << accum << " step=" << step
+                                                                        << " micro=" << micro;
+                        }
+                    }
+                    dataloader_free(&dl);
+                }
+            }
+        }
+    }
+}
+
 TEST(DataLoader, ShuffleCoversEveryWindowOncePerEpochAndChangesPerEpoch) {
     const std::string pattern = make_dataset();
     // first token of every batch, minus this rank's offset inside the window
