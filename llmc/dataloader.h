@@ -82,6 +82,7 @@
 #include <cstring>
 #include <future>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "llmc/file_header.h"
@@ -108,7 +109,7 @@ struct ShardScan {
     bool bad = false;          // an id >= the vocabulary size was found
     size_t bad_position = 0;   // its token position in the shard
     unsigned bad_value = 0;    // its value
-    std::string read_error;    // non-empty: the shard could not be read (the reason)
+    int read_errno = 0;        // non-zero: the shard could not be read (errno)
 };
 
 struct DataLoader : LoaderShape {  // B, T, process_rank, num_processes
@@ -183,7 +184,7 @@ inline ShardScan dataloader_scan_shard_(const std::string& path, int vocab_size)
     ShardScan r;
     FILE* f = fopen(path.c_str(), "rb");
     if (f == nullptr || fseek(f, (long)FILE_HEADER_BYTES, SEEK_SET) != 0) {
-        r.read_error = strerror(errno);
+        r.read_errno = errno != 0 ? errno : EIO;
         if (f != nullptr) fclose(f);
         return r;
     }
@@ -193,7 +194,7 @@ inline ShardScan dataloader_scan_shard_(const std::string& path, int vocab_size)
     for (;;) {
         const size_t got = fread(buf.data(), sizeof(uint16_t), CHUNK, f);
         if (got == 0) {
-            if (ferror(f)) r.read_error = strerror(errno);
+            if (ferror(f)) r.read_errno = errno != 0 ? errno : EIO;
             break;
         }
         // branch-free maximum (vectorises); the exact position is looked up only on failure
@@ -216,7 +217,7 @@ inline ShardScan dataloader_scan_shard_(const std::string& path, int vocab_size)
 // The outcome of a shard's scan: fatal when it found a bad id or could not read the shard.
 inline void dataloader_take_scan_(DataLoader* dl, int shard, const ShardScan& r) {
     const char* path = dl->shard_paths[(size_t)shard].c_str();
-    if (!r.read_error.empty()) fatal("%s: read error on token shard '%s': %s", dl->flag_name.c_str(), path, r.read_error.c_str());
+    if (r.read_errno != 0) fatal("%s: read error on token shard '%s': %s", dl->flag_name.c_str(), path, strerror(r.read_errno));
     if (r.bad) {
         fatal("%s: token shard '%s' has token id %u at position %zu, outside the model's vocabulary (must be < %d): "
               "was it written with another tokenizer?", dl->flag_name.c_str(), path, r.bad_value, r.bad_position,
@@ -265,19 +266,22 @@ inline void dataloader_ensure_checked_(DataLoader* dl, int shard) {
 inline void dataloader_prefetch_check_(DataLoader* dl) {
     if (dl->scan_shard >= 0) {
         if (dl->scan.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-        const ShardScan r = dl->scan.get();
-        if (r.bad || !r.read_error.empty()) return;  // kept for when the shard is needed
-        const int shard = dl->scan_shard;
+        const ShardScan& r = dl->scan.get();
+        if (r.bad || r.read_errno != 0) return;  // kept for when the shard is needed
+        dataloader_take_scan_(dl, dl->scan_shard, r);
         dl->scan = std::shared_future<ShardScan>();
         dl->scan_shard = -1;
-        dataloader_take_scan_(dl, shard, r);
     }
     if (dl->num_checked == dl->shard_paths.size()) return;
     const int next = dataloader_shard_after_current_(dl);
     if (dl->shard_checked[(size_t)next]) return;
+    try {
+        dl->scan = std::async(std::launch::async, dataloader_scan_shard_, dl->shard_paths[(size_t)next], dl->vocab_size).share();
+    } catch (const std::system_error&) {
+        return;  // no thread to be had: the shard is checked when it is needed, on this thread
+    }
     dl->num_scans++;
     dl->scan_shard = next;
-    dl->scan = std::async(std::launch::async, dataloader_scan_shard_, dl->shard_paths[(size_t)next], dl->vocab_size).share();
 }
 
 // Drops the background check (waiting for it to finish) and forgets every result.

@@ -638,6 +638,21 @@ TEST(DataLoaderErrors, CheckUpcomingFollowsTheResumedPositionAndTheModelsVocabul
     dataloader_free(&dl);
 }
 
+// A shard that cannot be read any more when the loader reaches it (deleted after start-up) is named.
+TEST(DataLoaderErrors, ShardGoneAfterStartUpIsNamed) {
+    const std::string pattern = make_dataset_with_bad({});
+    const std::string gone = pattern.substr(0, pattern.size() - 5) + "000001.bin";  // ".../t_" + ...
+    EXPECT_EXIT(
+        {
+            DataLoader dl;
+            dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, false);
+            remove(gone.c_str());
+            for (int k = 0; k < 13; k++) dataloader_next_batch(&dl);
+            exit(0);
+        },
+        ::testing::ExitedWithCode(1), "-i: read error on token shard '.*t_000001.bin': No such file or directory");
+}
+
 // Each shard is read in full once per loader: not again in later epochs, after a reset (the val
 // loader's every evaluation) or after set_state.
 TEST(DataLoader, EachShardIsCheckedOnce) {
