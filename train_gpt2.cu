@@ -548,18 +548,19 @@ static void setup_processes(Trainer& tr, const GPT2Config& mc) {
     if (c.hellaswag) eval_check_batch(c.B);
 }
 
-// Data: every shard's header and size, then every token id against the model's vocabulary; the eval
-// file; the step counts, schedule and outlier windows that follow from them; the tokenizer.
+// Data: every shard's header and size (the token ids are checked shard by shard as the loaders reach
+// them: setup_first_shards, then llmc/dataloader.h); the eval file; the step counts, schedule and
+// outlier windows that follow from them; the tokenizer.
 static void setup_data(Trainer& tr, const GPT2Config& mc) {
     const TrainConfig& c = tr.cfg;
     const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
     dataloader_init(&tr.train_loader, train_pattern(c).c_str(), c.overfit_single_batch ? "-j" : "-i", c.B, c.T,
                     c.process_rank, c.num_processes, c.shuffle != 0);
-    dataloader_check_tokens(&tr.train_loader, train_flag(c), mc.vocab_size);
+    dataloader_set_vocab(&tr.train_loader, train_flag(c), mc.vocab_size);
     if (tr.have_val) {
         dataloader_init(&tr.val_loader, c.val_pattern.c_str(), "-j", c.B, c.T, c.process_rank, c.num_processes,
                         false);
-        if (!c.overfit_single_batch) dataloader_check_tokens(&tr.val_loader, "-j", mc.vocab_size);
+        dataloader_set_vocab(&tr.val_loader, "-j", mc.vocab_size);
         tr.val_num_batches = plan_val_batches(c.val_max_steps, shard_pattern_tokens(tr.val_loader.shard_paths),
                                               tokens_per_micro);
     }
@@ -567,18 +568,25 @@ static void setup_data(Trainer& tr, const GPT2Config& mc) {
         eval_loader_init(&tr.eval_loader, c.eval_file.c_str(), c.B, c.T, c.process_rank, c.num_processes);
         tr.have_eval = true;
     }
-    const size_t epoch_batches = dataloader_num_batches(&tr.train_loader) / tr.grad_accum;
-    if (epoch_batches == 0) {
-        fatal("the training data (%s %s) has fewer windows (%zu) than one optimizer step needs (%d)", train_flag(c),
-              train_pattern(c).c_str(), dataloader_num_batches(&tr.train_loader), tr.grad_accum);
+    // a step may need more windows than an epoch holds: the loader goes on into the next epoch, as llm.c's
+    const size_t train_tokens = shard_pattern_tokens(tr.train_loader.shard_paths);
+    tr.train_num_batches = plan_train_steps(c.max_steps, train_tokens, c.total_batch);
+    if (c.max_steps == -1 && tr.train_num_batches == 0 && is_rank0(tr)) {
+        fprintf(stderr, "warning: -x -1 (one epoch = train tokens / -d, as llm.c) is 0 steps: %s holds %zu tokens, "
+                "fewer than -d %ld; give -x to train for more\n", train_flag(c), train_tokens, c.total_batch);
     }
-    tr.train_num_batches = plan_train_steps(c.max_steps, shard_pattern_tokens(tr.train_loader.shard_paths),
-                                            c.total_batch);
     // -x 0 runs no update: the schedule is never read, but needs a length
     lr_scheduler_init(&tr.scheduler, c.schedule.c_str(), c.lr, c.warmup, std::max(tr.train_num_batches, 1), c.final_lr_frac);
     outlier_detector_init(&tr.loss_outlier);
     outlier_detector_init(&tr.norm_outlier);
     tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
+}
+
+// The token ids of the shard each loader reads first (after a resume: at the resumed position), checked
+// before the GPU starts; the shards after it are checked in the background as the loaders reach them.
+static void setup_first_shards(Trainer& tr) {
+    dataloader_check_upcoming(&tr.train_loader);
+    if (tr.have_val) dataloader_check_upcoming(&tr.val_loader);
 }
 
 // Output folder, and the checkpoint to resume from (read and checked on the host).
@@ -728,10 +736,12 @@ static void print_run_table(Trainer& tr, const GPT2Config& mc, const cudaDeviceP
 }
 
 // Everything that can be checked without a GPU is checked first, before the first CUDA call: flags
-// and their combinations, every input file (shards in full, model file, checkpoint and run state to
-// resume from, eval file, tokenizer) and the output folder. Checks that can fail on one rank only all
-// run here, before the processes find each other (a rank failing after that would leave the others
-// waiting). Only then CUDA, processes and the model.
+// and their combinations, every input file (shard headers and sizes, the token ids of the first shard
+// each loader reads, model file, checkpoint and run state to resume from, eval file, tokenizer) and
+// the output folder. Checks that can fail on one rank only run here, before the processes find each
+// other (a rank failing after that would leave the others waiting), except the token ids of later
+// shards: a bad one stops its rank when that rank reaches the shard. Only then CUDA, processes and
+// the model.
 static void setup(Trainer& tr) {
     TrainConfig& c = tr.cfg;
     const ModelChoice m = setup_model_config(c);
@@ -741,6 +751,7 @@ static void setup(Trainer& tr) {
     setup_processes(tr, m.mc);
     setup_data(tr, m.mc);
     setup_output(tr, m.mc);
+    setup_first_shards(tr);
 
     const cudaDeviceProp& props = setup_gpu(tr);
     const int max_b = setup_model(tr, m);

@@ -2,14 +2,27 @@
  * Token-shard data loader (formats.md "Token shards", magic 20240520), host only.
  *
  * A shard is 1024 header bytes then n uint16 token ids. Shards are found with glob() and taken in
- * sorted order; every header and file size is validated at init. The loader never maps a whole
- * shard: each batch is one fseek + fread of B*T+1 tokens.
+ * sorted order; init validates every header and file size (not the token ids, see below), so
+ * start-up time does not grow with the data. The loader never maps a whole shard: each batch is one
+ * fseek + fread of B*T+1 tokens.
  *
  * Windows: a shard of n tokens holds W = (n - 1) / (P*B*T) windows of P*B*T tokens (P = number of
  * processes). Window w starts at token w*P*B*T; process r reads its B*T+1 tokens at offset r*B*T
  * inside it, so the P processes together read exactly what one process with batch P*B would read.
  * After a window the loader advances to the next one; when none is left in the shard it moves to
- * the next shard, and after the last shard it starts a new epoch at the first shard.
+ * the next shard, and after the last shard it starts a new epoch at the first shard (reshuffled when
+ * shuffling). A caller may take more batches than an epoch holds (an optimizer step of more
+ * micro-batches than the data has windows): the loader simply goes on into the next epoch, as llm.c's.
+ *
+ * Token ids: every id of a shard is checked against the vocabulary (< vocab_size) before the first
+ * window of that shard is handed out, once per loader (a shard read again in a later epoch, or after
+ * a reset, is not checked again). A bad id stops with the flag, the shard, the position and the value;
+ * no batch of that shard has been returned by then. While a shard is being read, the shard the loader
+ * will move to after it (next in the order, or the first of the next epoch: its order is computed
+ * ahead on a copy of the generator) is checked on a background thread; the result is only looked at
+ * when that shard is needed, so what the loader returns and when it stops never depends on timing.
+ * dataloader_check_upcoming does the check of the shard the next batch reads at once (the trainer
+ * calls it at start-up, before the GPU, so a bad first shard is still a start-up error).
  *
  * Shuffling (shuffle = true: the train loader by default, as llm.c; never the val loader), exactly
  * llm.c's algorithm (llmc/dataloader.h at f1e2ace), so the same shards give the same batches in the
@@ -29,7 +42,14 @@
  *        the shards a pattern matches, sorted; fatal naming flag_name when it matches none.
  *   void dataloader_init(DataLoader*, const char* glob_pattern, const char* flag_name, size_t B,
  *                        size_t T, int process_rank, int num_processes, bool shuffle)
- *        flag_name (e.g. "-i") is named in the error when the pattern matches nothing.
+ *        headers and sizes only. flag_name (e.g. "-i") is named in the errors (no match, bad ids).
+ *        The ids are checked against the GPT-2 vocabulary (50257) until dataloader_set_vocab.
+ *   void dataloader_set_vocab(DataLoader*, const char* flag_name, int vocab_size)
+ *        the vocabulary the ids must be below (the model's), and the flag named in id errors; reads
+ *        nothing. Shards checked against another vocabulary before are checked again.
+ *   void dataloader_check_upcoming(DataLoader*)
+ *        checks now the shard the next batch reads (fatal on a bad id), then starts the background
+ *        check of the shard after it. Without this call the check happens in the next batch.
  *   void dataloader_next_batch(DataLoader*)    inputs = tokens [0, B*T), targets = tokens [1, B*T]
  *                                              of this process's window (int32, B*T each, overwritten)
  *   void dataloader_reset(DataLoader*)         llm.c's reset: back to the first shard of the shard
@@ -42,30 +62,27 @@
  *        uninterrupted sequence. A state whose shard count or window count does not fit this loader
  *        is refused naming both numbers; `source` (the state file) is named in errors. sample_idx may
  *        equal the shard's window count (the next batch then moves on, as in llm.c).
- *   void dataloader_check_tokens(const DataLoader*, const char* flag_name, int vocab_size)
- *        reads every token of every shard (start-up check, before any GPU work): the first id >=
- *        vocab_size stops with the shard name and position. Memory/disk-bandwidth bound; prints
- *        progress to stderr when the shards are large.
  *   void dataloader_begin_step(DataLoader*, bool overfit_single_batch)
  *        call before the micro-batches of each optimizer step. With overfit (-a 1, which also turns
  *        shuffling off) the loader goes back to the start, as llm.c does: every step reads windows
  *        0..accum-1 again, micro-step k reading window k. Without it, nothing (the data continues).
- *   void dataloader_free(DataLoader*)
+ *   void dataloader_free(DataLoader*)          waits for a background check still running
  *
- * Every token of a loaded window is checked against the GPT-2 vocabulary (< 50257); a bad id stops
- * with the shard name and token position. Every user error goes through fatal() (exit code 1).
+ * Every user error goes through fatal() (exit code 1); the background thread never calls it.
  */
 #pragma once
 
 #include <glob.h>
 
-#include <sys/stat.h>
-
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <future>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "llmc/file_header.h"
@@ -87,9 +104,19 @@ struct DataLoaderState {
     Mt19937State rng = {};               // shuffling generator [shuffle_rng]; unused without shuffling
 };
 
+// What reading every token id of one shard found (computed off the main thread: no fatal() inside).
+struct ShardScan {
+    bool bad = false;          // an id >= the vocabulary size was found
+    size_t bad_position = 0;   // its token position in the shard
+    unsigned bad_value = 0;    // its value
+    int read_errno = 0;        // non-zero: the shard could not be read (errno)
+};
+
 struct DataLoader : LoaderShape {  // B, T, process_rank, num_processes
     // configuration
     bool shuffle = false;
+    std::string flag_name;                   // named in errors ("-i", "-j")
+    int vocab_size = DATALOADER_VOCAB_SIZE;  // token ids must be below this
     std::vector<std::string> shard_paths;    // sorted glob result
     std::vector<size_t> shard_num_windows;   // windows of P*B*T tokens per shard
     size_t total_windows = 0;
@@ -97,6 +124,12 @@ struct DataLoader : LoaderShape {  // B, T, process_rank, num_processes
     DataLoaderState st;
     int current_file_shard = -1;             // shard whose file is open in fp, -1 if none
     FILE* fp = nullptr;
+    // token-id checks
+    std::vector<uint8_t> shard_checked;      // (num_shards) 1 once every id of the shard is known good
+    size_t num_checked = 0;                  // shards with shard_checked set
+    size_t num_scans = 0;                    // shards read in full so far (each at most once per vocabulary)
+    int scan_shard = -1;                     // shard being checked in the background, -1 if none
+    std::shared_future<ShardScan> scan;      // its result
     // buffers
     uint16_t* buffer = nullptr;              // (B*T+1) raw tokens of the current window
     int* inputs = nullptr;                   // (B, T)
@@ -144,6 +177,122 @@ inline void dataloader_open_shard_(DataLoader* dl, int shard) {
     dl->current_file_shard = shard;
 }
 
+// Reads every token id of a shard and finds the first one >= vocab_size. Runs on the background
+// thread too, so it reports instead of calling fatal().
+inline ShardScan dataloader_scan_shard_(const std::string& path, int vocab_size) {
+    constexpr size_t CHUNK = (size_t)1 << 21;  // tokens per read (4 MiB)
+    ShardScan r;
+    FILE* f = fopen(path.c_str(), "rb");
+    if (f == nullptr || fseek(f, (long)FILE_HEADER_BYTES, SEEK_SET) != 0) {
+        r.read_errno = errno != 0 ? errno : EIO;
+        if (f != nullptr) fclose(f);
+        return r;
+    }
+    std::vector<uint16_t> buf(CHUNK);
+    const uint16_t limit = (uint16_t)vocab_size;  // callers skip the scan when vocab_size > 65535
+    size_t pos = 0;  // tokens read so far
+    for (;;) {
+        const size_t got = fread(buf.data(), sizeof(uint16_t), CHUNK, f);
+        if (got == 0) {
+            if (ferror(f)) r.read_errno = errno != 0 ? errno : EIO;
+            break;
+        }
+        // branch-free maximum (vectorises); the exact position is looked up only on failure
+        uint16_t mx = 0;
+        for (size_t i = 0; i < got; i++) mx = buf[i] > mx ? buf[i] : mx;
+        if (mx >= limit) {
+            size_t i = 0;
+            while (buf[i] < limit) i++;
+            r.bad = true;
+            r.bad_position = pos + i;
+            r.bad_value = buf[i];
+            break;
+        }
+        pos += got;
+    }
+    fclose(f);
+    return r;
+}
+
+// The outcome of a shard's scan: fatal when it found a bad id or could not read the shard.
+inline void dataloader_take_scan_(DataLoader* dl, int shard, const ShardScan& r) {
+    const char* path = dl->shard_paths[(size_t)shard].c_str();
+    if (r.read_errno != 0) fatal("%s: read error on token shard '%s': %s", dl->flag_name.c_str(), path, strerror(r.read_errno));
+    if (r.bad) {
+        fatal("%s: token shard '%s' has token id %u at position %zu, outside the model's vocabulary (must be < %d): "
+              "was it written with another tokenizer?", dl->flag_name.c_str(), path, r.bad_value, r.bad_position,
+              dl->vocab_size);
+    }
+    if (!dl->shard_checked[(size_t)shard]) {
+        dl->shard_checked[(size_t)shard] = 1;
+        dl->num_checked++;
+    }
+}
+
+// The shard that becomes current after the current one: the next in the shard order, or after the
+// last the first of the next epoch, whose order restart_ will draw (worked out on copies).
+inline int dataloader_shard_after_current_(const DataLoader* dl) {
+    const DataLoaderState& st = dl->st;
+    if (st.shard_idx + 1 < st.shard_order.size()) return st.shard_order[st.shard_idx + 1];
+    if (!dl->shuffle) return st.shard_order[0];
+    std::vector<int32_t> order = st.shard_order;
+    Mt19937State rng = st.rng;
+    mt19937_permute(order.data(), (int32_t)order.size(), &rng);
+    return order[0];
+}
+
+// The shard the next batch reads (the next batch moves on first when the current one is used up).
+inline int dataloader_upcoming_shard_(const DataLoader* dl) {
+    if (dl->st.sample_idx < dl->st.sample_order.size()) return dl->st.shard_order[dl->st.shard_idx];
+    return dataloader_shard_after_current_(dl);
+}
+
+// Blocks until `shard` is known good (its background check, or a check here); fatal if it is not.
+inline void dataloader_ensure_checked_(DataLoader* dl, int shard) {
+    if (dl->shard_checked[(size_t)shard]) return;
+    if (dl->scan_shard == shard) {
+        const ShardScan r = dl->scan.get();
+        dl->scan = std::shared_future<ShardScan>();
+        dl->scan_shard = -1;
+        dataloader_take_scan_(dl, shard, r);
+        return;
+    }
+    dl->num_scans++;
+    dataloader_take_scan_(dl, shard, dataloader_scan_shard_(dl->shard_paths[(size_t)shard], dl->vocab_size));
+}
+
+// One background check at a time, of the shard after the current one. A finished good result is
+// recorded; a bad one stays in `scan` until that shard is needed (dataloader_ensure_checked_).
+inline void dataloader_prefetch_check_(DataLoader* dl) {
+    if (dl->scan_shard >= 0) {
+        if (dl->scan.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+        const ShardScan& r = dl->scan.get();
+        if (r.bad || r.read_errno != 0) return;  // kept for when the shard is needed
+        dataloader_take_scan_(dl, dl->scan_shard, r);
+        dl->scan = std::shared_future<ShardScan>();
+        dl->scan_shard = -1;
+    }
+    if (dl->num_checked == dl->shard_paths.size()) return;
+    const int next = dataloader_shard_after_current_(dl);
+    if (dl->shard_checked[(size_t)next]) return;
+    try {
+        dl->scan = std::async(std::launch::async, dataloader_scan_shard_, dl->shard_paths[(size_t)next], dl->vocab_size).share();
+    } catch (const std::system_error&) {
+        return;  // no thread to be had: the shard is checked when it is needed, on this thread
+    }
+    dl->num_scans++;
+    dl->scan_shard = next;
+}
+
+// Drops the background check (waiting for it to finish) and forgets every result.
+inline void dataloader_forget_checks_(DataLoader* dl) {
+    if (dl->scan.valid()) dl->scan.wait();
+    dl->scan = std::shared_future<ShardScan>();
+    dl->scan_shard = -1;
+    dl->shard_checked.assign(dl->shard_paths.size(), 0);
+    dl->num_checked = 0;
+}
+
 // ----------------------------------------------------------------------------
 // API
 
@@ -169,6 +318,8 @@ inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char
     if (B == 0 || T == 0) fatal("data loader needs B > 0 and T > 0 (got B=%zu, T=%zu)", B, T);
     loader_shape_set(dl, "data loader", B, T, process_rank, num_processes);
     dl->shuffle = shuffle;
+    dl->flag_name = flag_name;
+    dl->vocab_size = DATALOADER_VOCAB_SIZE;
 
     dl->shard_paths = dataloader_glob(glob_pattern, flag_name);
 
@@ -196,6 +347,8 @@ inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char
     dl->targets = (int*)malloc_check(B * T * sizeof(int));
     dl->fp = nullptr;
     dl->current_file_shard = -1;
+    dataloader_forget_checks_(dl);
+    dl->num_scans = 0;
     dl->st = DataLoaderState();
     dl->st.shard_order.resize(dl->shard_paths.size());
     for (size_t i = 0; i < dl->shard_paths.size(); i++) dl->st.shard_order[i] = (int32_t)i;
@@ -209,51 +362,21 @@ inline void dataloader_begin_step(DataLoader* dl, bool overfit_single_batch) {
     if (overfit_single_batch) dataloader_reset(dl);
 }
 
-inline void dataloader_check_tokens(const DataLoader* dl, const char* flag_name, int vocab_size) {
-    constexpr size_t CHUNK = (size_t)1 << 21;  // tokens per read (4 MiB)
-    if (vocab_size > 65535) return;  // every uint16 id is valid
-    std::vector<uint16_t> buf(CHUNK);
-    uint64_t done = 0, total_bytes = 0;
-    for (const std::string& path : dl->shard_paths) {
-        struct stat sb;
-        if (stat(path.c_str(), &sb) == 0) total_bytes += (uint64_t)sb.st_size;
+inline void dataloader_set_vocab(DataLoader* dl, const char* flag_name, int vocab_size) {
+    if (vocab_size < 1) fatal("%s: vocabulary size %d: must be >= 1", flag_name, vocab_size);
+    dl->flag_name = flag_name;
+    if (vocab_size == dl->vocab_size) return;
+    dl->vocab_size = vocab_size;
+    dataloader_forget_checks_(dl);
+    if (vocab_size > 65535) {  // every uint16 id is valid: nothing to read
+        dl->shard_checked.assign(dl->shard_paths.size(), 1);
+        dl->num_checked = dl->shard_paths.size();
     }
-    const bool show_progress = total_bytes > ((uint64_t)1 << 30);  // a few seconds of reading and more
-    const auto t0 = std::chrono::steady_clock::now();
-    auto last = t0;
-    const uint16_t limit = (uint16_t)vocab_size;
-    for (const std::string& path : dl->shard_paths) {
-        FILE* f = fopen_check(path.c_str(), "rb");
-        fseek_check(f, (long)FILE_HEADER_BYTES, SEEK_SET, path.c_str());
-        size_t pos = 0;  // tokens of this shard read so far
-        for (;;) {
-            const size_t got = fread(buf.data(), sizeof(uint16_t), CHUNK, f);
-            if (got == 0) {
-                if (ferror(f)) fatal("read error on token shard '%s': %s", path.c_str(), strerror(errno));
-                break;
-            }
-            // branch-free maximum (vectorises); the exact position is looked up only on failure
-            uint16_t mx = 0;
-            for (size_t i = 0; i < got; i++) mx = buf[i] > mx ? buf[i] : mx;
-            if (mx >= limit) {
-                size_t i = 0;
-                while (buf[i] < limit) i++;
-                fatal("%s: token shard '%s' has token id %u at position %zu, outside the model's vocabulary "
-                      "(must be < %d): was it written with another tokenizer?", flag_name, path.c_str(),
-                      (unsigned)buf[i], pos + i, vocab_size);
-            }
-            pos += got;
-            done += got * sizeof(uint16_t);
-            const auto now = std::chrono::steady_clock::now();
-            if (show_progress && now - last > std::chrono::seconds(2)) {
-                last = now;
-                const double secs = std::chrono::duration<double>(now - t0).count();
-                fprintf(stderr, "%s: checking token ids: %.1f of %.1f GB (%.1f GB/s)\n", flag_name, done / 1e9,
-                        total_bytes / 1e9, done / 1e9 / secs);
-            }
-        }
-        fclose_check(f, path.c_str());
-    }
+}
+
+inline void dataloader_check_upcoming(DataLoader* dl) {
+    dataloader_ensure_checked_(dl, dataloader_upcoming_shard_(dl));
+    dataloader_prefetch_check_(dl);
 }
 
 inline size_t dataloader_num_batches(const DataLoader* dl) { return dl->total_windows; }
@@ -273,6 +396,8 @@ inline void dataloader_next_batch(DataLoader* dl) {
         }
     }
     int shard = st.shard_order[st.shard_idx];
+    dataloader_ensure_checked_(dl, shard);  // before any window of the shard is handed out
+    dataloader_prefetch_check_(dl);
     size_t window = (size_t)st.sample_order[st.sample_idx];
     size_t BT = dl->B * dl->T;
     size_t offset = window * (size_t)dl->num_processes * BT + (size_t)dl->process_rank * BT;  // tokens
@@ -280,10 +405,11 @@ inline void dataloader_next_batch(DataLoader* dl) {
     dataloader_open_shard_(dl, shard);
     fseek_check(dl->fp, (long)(FILE_HEADER_BYTES + offset * sizeof(uint16_t)), SEEK_SET, path);
     fread_check(dl->buffer, sizeof(uint16_t), BT + 1, dl->fp, path);
-    for (size_t i = 0; i <= BT; i++) {
-        if (dl->buffer[i] >= DATALOADER_VOCAB_SIZE) {
-            fatal("token shard '%s' has token id %u at position %zu, outside the vocabulary "
-                  "(must be < %d)", path, (unsigned)dl->buffer[i], offset + i, DATALOADER_VOCAB_SIZE);
+    for (size_t i = 0; i <= BT; i++) {  // the shard was checked; this catches a file changed since
+        if (dl->buffer[i] >= (unsigned)dl->vocab_size) {
+            fatal("%s: token shard '%s' has token id %u at position %zu, outside the model's vocabulary (must be < %d): "
+                  "it changed after it was checked", dl->flag_name.c_str(), path, (unsigned)dl->buffer[i], offset + i,
+                  dl->vocab_size);
         }
     }
     for (size_t i = 0; i < BT; i++) {
@@ -350,6 +476,7 @@ inline void dataloader_set_state(DataLoader* dl, const DataLoaderState& s, const
 }
 
 inline void dataloader_free(DataLoader* dl) {
+    dataloader_forget_checks_(dl);
     if (dl->fp != nullptr) fclose(dl->fp);
     dl->fp = nullptr;
     dl->current_file_shard = -1;

@@ -33,6 +33,11 @@ def main(d):
     bad = list(good)
     bad[3000] = 50300                                 # one id past the vocabulary, deep in the shard
     shard(f"{d}/badid.bin", bad)
+    # the bad id in the second shard: start-up checks only the first one each loader reads
+    shard(f"{d}/late_train_000000.bin", good)
+    shard(f"{d}/late_train_000001.bin", bad)
+    shard(f"{d}/late_val_000000.bin", good[:2048])
+    shard(f"{d}/late_val_000001.bin", bad)
     # a d1 model file (bf16, v5) with its last bytes missing
     n = d1_num_parameters()
     with open(f"{d}/model_trunc.bin", "wb") as f:

@@ -102,6 +102,16 @@ expect_fail trainer-shard-bad-magic "magic.bin' has bad magic" "${tr_ok[@]}" -i 
 expect_fail trainer-shard-header-lies "lies.bin' is 9216 bytes but its header says 5000 tokens" "${tr_ok[@]}" -i "$bad/lies.bin"
 expect_fail trainer-shard-bad-id "-i: token shard '.*badid.bin' has token id 50300 at position 3000" "${tr_ok[@]}" -i "$bad/badid.bin"
 expect_fail trainer-val-shard-bad-id "-j: token shard '.*badid.bin' has token id 50300" "${tr_ok[@]}" -j "$bad/badid.bin"
+# start-up checks the token ids of the first shard each loader reads only (-sh 0: file order), so its
+# time does not grow with the data; a later shard's ids are checked when the loader reaches it
+# (llmc/dataloader.h; on a GPU: dev/test/gpu/bad_shard_check.sh)
+expect_fail trainer-later-shard-bad-id-not-at-start-up "no CUDA GPU found" "${tr_ok[@]}" -i "$bad/late_train_*.bin" -sh 0
+expect_fail trainer-later-val-shard-bad-id-not-at-start-up "no CUDA GPU found" "${tr_ok[@]}" -j "$bad/late_val_*.bin"
+# a step of more windows than the data holds (32 of 4*64 tokens; -i has 15) goes on into the next
+# epoch, as llm.c's loader does
+expect_fail trainer-step-longer-than-epoch "no CUDA GPU found" "${tr_ok[@]}" -d 8192
+# and -x -1 (one epoch = floor(tokens / -d), as llm.c) is then 0 steps, which the trainer points out
+run trainer-step-longer-than-epoch-warns grep -q "warning: -x -1 .* is 0 steps" "$LOG_DIR/trainer-step-longer-than-epoch.log"
 expect_fail trainer-d-not-divisible "-d 100 is not divisible by B\*T\*processes" "${tr_ok[@]}" -d 100
 expect_fail trainer-d-negative "flag -d must be a positive number of tokens" "${tr_ok[@]}" -d -5
 expect_fail trainer-bad-schedule "unknown learning rate schedule 'bogus'" "${tr_ok[@]}" -k bogus

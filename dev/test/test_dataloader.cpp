@@ -224,24 +224,27 @@ namespace {
 // written here from its published algorithm, with std::mt19937 as the generator: manual_seed(42 + rank);
 // shard order starts as the identity; reset = position 0, permute the shard order in place, then the
 // current shard's window order = identity permuted; advance = reset after the last shard, else next
-// shard and a fresh window order; next_batch advances first when the shard is used up.
+// shard and a fresh window order; next_batch advances first when the shard is used up. Without
+// shuffling (llm.c's val loader and -a 1) both orders stay the identity.
 struct LlmcReference {
     std::vector<size_t> windows;  // per shard, in file order
+    bool shuffle;
     std::mt19937 rng;
     std::vector<int> shard_indices, intra;
     size_t shard = 0, sample = 0;
-    LlmcReference(std::vector<size_t> w, int rank) : windows(std::move(w)), rng(42u + (uint32_t)rank) {
+    LlmcReference(std::vector<size_t> w, int rank, bool shuffle_ = true)
+        : windows(std::move(w)), shuffle(shuffle_), rng(42u + (uint32_t)rank) {
         for (size_t i = 0; i < windows.size(); i++) shard_indices.push_back((int)i);
         reset();
     }
     void load_current() {
         intra.assign(windows[shard_indices[shard]], 0);
         for (size_t i = 0; i < intra.size(); i++) intra[i] = (int)i;
-        reference_permute(&intra, &rng);
+        if (shuffle) reference_permute(&intra, &rng);
     }
     void reset() {
         shard = sample = 0;
-        reference_permute(&shard_indices, &rng);
+        if (shuffle) reference_permute(&shard_indices, &rng);
         load_current();
     }
     std::pair<int, int> next() {  // (shard file index, window)
@@ -287,6 +290,43 @@ TEST(DataLoader, MatchesLlmcShuffleAtAnyProcessCountAndRank) {
                 }
                 EXPECT_EQ(dl.st.epoch, 4u);
                 dataloader_free(&dl);
+            }
+        }
+    }
+}
+
+// An optimizer step of more micro-batches than the data has windows (the trainer used to refuse it)
+// goes on into the next epoch, reshuffled, in llm.c's order; with -a 1 (llm.c resets the loader before
+// every step, unshuffled) every step reads the epoch's windows from the start and wraps the same way.
+TEST(DataLoader, StepLongerThanAnEpochWrapsAsLlmc) {
+    std::string dir = make_temp_dir();
+    const size_t sizes[3] = {100, 57, 130};
+    for (int s = 0; s < 3; s++) write_shard(dir + "/s_" + std::to_string(s) + ".bin", shard_tokens(s, sizes[s]));
+    const size_t B = 1, T = 3;
+    for (int P : {1, 2}) {
+        std::vector<size_t> windows;
+        for (size_t n : sizes) windows.push_back((n - 1) / (P * B * T));
+        for (bool overfit : {false, true}) {
+            for (int r = 0; r < P; r++) {
+                const size_t total = windows[0] + windows[1] + windows[2];
+                for (size_t accum : {total + 5, 2 * total + 3}) {
+                    LlmcReference ref(windows, r, !overfit);
+                    DataLoader dl;
+                    dataloader_init(&dl, (dir + "/s_*.bin").c_str(), "-i", B, T, r, P, !overfit);
+                    ASSERT_EQ(dataloader_num_batches(&dl), total);
+                    for (int step = 0; step < 3; step++) {
+                        dataloader_begin_step(&dl, overfit);
+                        if (overfit) ref.reset();
+                        for (size_t micro = 0; micro < accum; micro++) {
+                            const std::pair<int, int> want = ref.next();
+                            const int first_token = want.first * 10000 + want.second * (int)(P * B * T) + r * (int)(B * T);
+                            ASSERT_EQ(next_inputs(&dl)[0], first_token) << "P=" << P << " r=" << r << " overfit=" << overfit
+                                                                        << " accum=" << accum << " step=" << step
+                                                                        << " micro=" << micro;
+                        }
+                    }
+                    dataloader_free(&dl);
+                }
             }
         }
     }
@@ -428,18 +468,22 @@ TEST(DataLoaderErrors, BadShards) {
                 "val.bin' has 32 tokens, fewer than one window.*4\\*2\\*4\\+1 = 33");
 }
 
-TEST(DataLoaderErrors, TokenOutOfVocabularyNamesShardAndPosition) {
+// A bad id anywhere in a shard stops the loader before it hands out the shard's first window (it used
+// to hand out the windows before the bad one).
+TEST(DataLoaderErrors, TokenOutOfVocabularyStopsBeforeTheShardsFirstWindow) {
     std::string dir = make_temp_dir();
     std::vector<uint16_t> t = shard_tokens(0, 40);
     t[21] = 50257;
     write_shard(dir + "/bad.bin", t);
-    DataLoader dl;
-    dataloader_init(&dl, (dir + "/bad.bin").c_str(), "-i", 1, 8, 0, 1, false);
-    dataloader_next_batch(&dl);  // tokens 0..8 fine
-    dataloader_next_batch(&dl);  // tokens 8..16 fine
-    EXPECT_EXIT(dataloader_next_batch(&dl), ::testing::ExitedWithCode(1),
-                "bad.bin' has token id 50257 at position 21");
-    dataloader_free(&dl);
+    EXPECT_EXIT(
+        {
+            DataLoader dl;
+            dataloader_init(&dl, (dir + "/bad.bin").c_str(), "-i", 1, 8, 0, 1, false);
+            dataloader_next_batch(&dl);  // tokens 0..8 are fine, but the shard is not
+            fprintf(stderr, "a window of the bad shard was handed out\n");
+            exit(0);
+        },
+        ::testing::ExitedWithCode(1), "-i: token shard '.*bad.bin' has token id 50257 at position 21");
 }
 
 TEST(DataLoader, WindowOrderInsideAShardChangesPerEpoch) {
@@ -479,24 +523,172 @@ TEST(DataLoader, SetStateFollowsTheSavedPermutations) {
     dataloader_free(&r);
 }
 
-// Issue 21 point 1: the start-up scan finds a bad id anywhere in any shard (here in the last window
-// of the second shard, which no batch of a short run would reach) before any batch is read.
-TEST(DataLoaderErrors, CheckTokensFindsABadIdAnywhereBeforeTraining) {
+namespace {
+
+// Shards t_000000..t_000002 of 100, 300 and 130 tokens (windows of 2*4: 12, 37 and 16); the shards in
+// `bad` have id 60000 at position 290 (inside window 36, the last but not the first).
+std::string make_dataset_with_bad(std::set<int> bad) {
     std::string dir = make_temp_dir();
-    write_shard(dir + "/t_000000.bin", shard_tokens(0, 100));
-    std::vector<uint16_t> t = shard_tokens(1, 300);
-    t[297] = 60000;
-    write_shard(dir + "/t_000001.bin", t);
+    const size_t sizes[3] = {100, 300, 130};
+    for (int s = 0; s < 3; s++) {
+        std::vector<uint16_t> t = shard_tokens(s, sizes[s]);
+        if (bad.count(s)) t[290 % sizes[s]] = 60000;
+        write_shard(dir + "/t_00000" + std::to_string(s) + ".bin", t);
+    }
+    return dir + "/t_*.bin";
+}
+
+}  // namespace
+
+// A bad id in a later shard: the batches before that shard come (shuffled or not), then the loader
+// stops when it reaches the shard, before any of its windows is handed out.
+TEST(DataLoaderErrors, BadIdInALaterShardStopsWhenTheLoaderReachesIt) {
+    const std::string pattern = make_dataset_with_bad({1});
+    for (bool shuffle : {false, true}) {
+        // batches before shard 1 is first read, from llm.c's order (one rank)
+        LlmcReference ref({12, 37, 16}, 0, shuffle);
+        int before = 0;
+        while (ref.next().first != 1) before++;
+        ASSERT_GT(before, 0) << "the bad shard must not be the first one read here";
+        EXPECT_EXIT(
+            {
+                DataLoader dl;
+                dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, shuffle);
+                for (int k = 0; k < before; k++) {
+                    dataloader_next_batch(&dl);
+                    if (dl.inputs[0] / 10000 == 1) exit(2);
+                }
+                fprintf(stderr, "%d good batches\n", before);
+                dataloader_next_batch(&dl);
+                fprintf(stderr, "a window of the bad shard was handed out\n");
+                exit(0);
+            },
+            ::testing::ExitedWithCode(1),
+            std::to_string(before) + " good batches\nerror: -i: token shard '.*t_000001.bin' has token id 60000 at "
+            "position 290, outside the model's vocabulary \\(must be < 50257\\)")
+            << "shuffle=" << shuffle;
+    }
+}
+
+// Start-up reads one shard (the first the loader reads), not the data set: a bad id in a later shard
+// is no start-up error. The shard after the current one is checked in the background, and a bad
+// result is held back until the loader needs that shard.
+TEST(DataLoaderErrors, StartUpChecksTheFirstShardOnlyAndLaterOnesInTheBackground) {
+    const std::string pattern = make_dataset_with_bad({1});
+    EXPECT_EXIT(
+        {
+            DataLoader dl;
+            dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, false);
+            dataloader_set_vocab(&dl, "-i", 50257);
+            dataloader_check_upcoming(&dl);  // shard 0: good
+            if (!dl.shard_checked[0] || dl.shard_checked[1]) exit(2);
+            if (dl.scan_shard != 1) exit(3);  // shard 1 is being checked in the background
+            dl.scan.wait();
+            for (int k = 0; k < 12; k++) dataloader_next_batch(&dl);  // all of shard 0: the result waits
+            fprintf(stderr, "shard 0 read\n");
+            dataloader_next_batch(&dl);
+            exit(0);
+        },
+        ::testing::ExitedWithCode(1), "shard 0 read\nerror: -i: token shard '.*t_000001.bin' has token id 60000");
+    // a bad first shard is found by the start-up check, before any batch
+    const std::string first_bad = make_dataset_with_bad({0});
     DataLoader dl;
-    dataloader_init(&dl, (dir + "/t_*.bin").c_str(), "-i", 2, 4, 0, 1, false);
-    EXPECT_EXIT(dataloader_check_tokens(&dl, "-i", 50257), ::testing::ExitedWithCode(1),
-                "-i: token shard '.*t_000001.bin' has token id 60000 at position 297.*must be < 50257");
-    // a model with a smaller vocabulary: ids valid for GPT-2 are not valid for it
-    write_shard(dir + "/t_000001.bin", shard_tokens(1, 300));
-    EXPECT_EXIT(dataloader_check_tokens(&dl, "-j", 10050), ::testing::ExitedWithCode(1),
-                "-j: token shard '.*t_000001.bin' has token id 10050 at position 50");
-    dataloader_check_tokens(&dl, "-i", 50257);  // all valid: returns
+    dataloader_init(&dl, first_bad.c_str(), "-i", 2, 4, 0, 1, false);
+    EXPECT_EXIT(dataloader_check_upcoming(&dl), ::testing::ExitedWithCode(1),
+                "-i: token shard '.*t_000000.bin' has token id 60000 at position 90");
     dataloader_free(&dl);
+}
+
+// The shard the next batch reads is the one checked at start-up, also after a resume that stopped at
+// the end of a shard (the next batch moves on first); a model with a smaller vocabulary checks ids
+// valid for GPT-2; a vocabulary above 65535 accepts every id without reading.
+TEST(DataLoaderErrors, CheckUpcomingFollowsTheResumedPositionAndTheModelsVocabulary) {
+    const std::string pattern = make_dataset_with_bad({2});
+    DataLoader dl;
+    dataloader_init(&dl, pattern.c_str(), "-j", 2, 4, 0, 1, false);
+    DataLoaderState s = dataloader_get_state(&dl);
+    s.shard_idx = 1;
+    s.sample_idx = 37;  // shard 1 used up: the next batch reads shard 2
+    dataloader_set_state(&dl, s, "state.bin");
+    EXPECT_EXIT(dataloader_check_upcoming(&dl), ::testing::ExitedWithCode(1),
+                "-j: token shard '.*t_000002.bin' has token id 60000 at position 30");
+    dataloader_free(&dl);
+
+    // (all inside the death test: a fork copies no background thread)
+    const std::string good = make_dataset_with_bad({});
+    EXPECT_EXIT(
+        {
+            dataloader_init(&dl, good.c_str(), "-i", 2, 4, 0, 1, false);
+            dataloader_set_vocab(&dl, "-i (model)", 10050);  // shard 1 holds ids 10000..10299
+            dataloader_check_upcoming(&dl);                  // shard 0 (ids < 100) is fine
+            for (int k = 0; k < 12; k++) dataloader_next_batch(&dl);
+            fprintf(stderr, "shard 0 read\n");
+            dataloader_next_batch(&dl);
+            exit(0);
+        },
+        ::testing::ExitedWithCode(1),
+        "shard 0 read\nerror: -i \\(model\\): token shard '.*t_000001.bin' has token id 10050 at position 50.*must be < 10050");
+
+    const std::string bad = make_dataset_with_bad({0, 1, 2});
+    dataloader_init(&dl, bad.c_str(), "-i", 2, 4, 0, 1, true);
+    dataloader_set_vocab(&dl, "-i", 70000);
+    dataloader_check_upcoming(&dl);
+    for (size_t k = 0; k < 2 * dataloader_num_batches(&dl); k++) dataloader_next_batch(&dl);
+    EXPECT_EQ(dl.num_scans, 0u);
+    dataloader_free(&dl);
+}
+
+// A shard that cannot be read any more when the loader reaches it (deleted after start-up) is named.
+TEST(DataLoaderErrors, ShardGoneAfterStartUpIsNamed) {
+    const std::string pattern = make_dataset_with_bad({});
+    const std::string gone = pattern.substr(0, pattern.size() - 5) + "000001.bin";  // ".../t_" + ...
+    EXPECT_EXIT(
+        {
+            DataLoader dl;
+            dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, false);
+            remove(gone.c_str());
+            for (int k = 0; k < 13; k++) dataloader_next_batch(&dl);
+            exit(0);
+        },
+        ::testing::ExitedWithCode(1), "-i: read error on token shard '.*t_000001.bin': No such file or directory");
+}
+
+// Each shard is read in full once per loader: not again in later epochs, after a reset (the val
+// loader's every evaluation) or after set_state.
+TEST(DataLoader, EachShardIsCheckedOnce) {
+    const std::string pattern = make_dataset_with_bad({});
+    for (bool shuffle : {false, true}) {
+        DataLoader dl;
+        dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, shuffle);
+        dataloader_check_upcoming(&dl);
+        const DataLoaderState start = dataloader_get_state(&dl);
+        for (size_t k = 0; k < 3 * dataloader_num_batches(&dl); k++) dataloader_next_batch(&dl);
+        dataloader_reset(&dl);
+        for (int k = 0; k < 20; k++) dataloader_next_batch(&dl);
+        dataloader_set_state(&dl, start, "state.bin");
+        for (int k = 0; k < 20; k++) dataloader_next_batch(&dl);
+        EXPECT_EQ(dl.num_scans, 3u) << "shuffle=" << shuffle;
+        EXPECT_EQ(dl.num_checked, 3u);
+        dataloader_free(&dl);
+    }
+}
+
+// The shard the loader predicts it reads next (checked ahead, in the background) is the one it then
+// reads, across shard ends and epoch ends, where shuffling draws the next epoch's order.
+TEST(DataLoader, PredictedNextShardIsTheOneRead) {
+    std::string dir = make_temp_dir();
+    const size_t sizes[5] = {100, 57, 130, 10, 40};
+    for (int s = 0; s < 5; s++) write_shard(dir + "/d_" + std::to_string(s) + ".bin", shard_tokens(s, sizes[s]));
+    for (bool shuffle : {false, true}) {
+        DataLoader dl;
+        dataloader_init(&dl, (dir + "/d_*.bin").c_str(), "-i", 1, 3, 0, 1, shuffle);
+        for (size_t k = 0; k < 4 * dataloader_num_batches(&dl); k++) {
+            const int predicted = dataloader_upcoming_shard_(&dl);
+            dataloader_next_batch(&dl);
+            ASSERT_EQ(dl.inputs[0] / 10000, predicted) << "shuffle=" << shuffle << " k=" << k;
+        }
+        dataloader_free(&dl);
+    }
 }
 
 // Issue 21 point 6: num_processes*B*T overflowing size_t used to divide by zero.
