@@ -537,7 +537,7 @@ static void setup_processes(Trainer& tr, const GPT2Config& mc) {
     }
     if (c.total_batch / tokens_per_micro > INT32_MAX) fatal("-d %ld needs too many accumulation steps", c.total_batch);
     tr.grad_accum = (int)(c.total_batch / tokens_per_micro);
-    if (c.hellaswag) eval_check_batch(c.B);
+    if (c.hellaswag && !eval_file_missing(c.eval_file.c_str())) eval_check_batch(c.B);
 }
 
 // Data: every shard's header and size, then every token id against the model's vocabulary; the eval
@@ -555,7 +555,12 @@ static void setup_data(Trainer& tr, const GPT2Config& mc) {
         tr.val_num_batches = plan_val_batches(c.val_max_steps, shard_pattern_tokens(tr.val_loader.shard_paths),
                                               tokens_per_micro);
     }
-    if (c.hellaswag) {
+    if (c.hellaswag && eval_file_missing(c.eval_file.c_str())) {  // as llm.c: a note, and training goes on
+        if (is_rank0(tr)) {
+            printf("note: -h 1 but no eval file %s: training without the HellaSwag eval (make it with: "
+                   "prepare_dataset eval hellaswag_val.jsonl %s)\n", c.eval_file.c_str(), c.eval_file.c_str());
+        }
+    } else if (c.hellaswag) {  // a file that is there must be good
         eval_loader_init(&tr.eval_loader, c.eval_file.c_str(), c.B, c.T, c.process_rank, c.num_processes);
         tr.have_eval = true;
     }
@@ -571,6 +576,17 @@ static void setup_data(Trainer& tr, const GPT2Config& mc) {
     outlier_detector_init(&tr.loss_outlier);
     outlier_detector_init(&tr.norm_outlier);
     tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
+}
+
+// -h 1 with the eval file on some processes only: none evaluates (every process joins the eval's sums).
+static void agree_on_eval(Trainer& tr) {
+    if (!tr.cfg.hellaswag || tr.mp.num_processes == 1) return;
+    const int P = tr.mp.num_processes;
+    const int have = (int)multi_gpu_cpu_float_sum(tr.have_eval ? 1.0f : 0.0f, &tr.mp);
+    if (have == 0 || have == P) return;
+    if (is_rank0(tr)) printf("note: -h 1 but the eval file is missing on %d of %d processes: training without the eval\n", P - have, P);
+    if (tr.have_eval) eval_loader_free(&tr.eval_loader);
+    tr.have_eval = false;
 }
 
 // Output folder, and the checkpoint to resume from (read and checked on the host).
@@ -716,6 +732,7 @@ static void setup(Trainer& tr) {
     setup_output(tr, m.mc);
 
     const cudaDeviceProp& props = setup_gpu(tr);
+    agree_on_eval(tr);
     const int max_b = setup_model(tr, m);
     if (is_rank0(tr)) print_run_table(tr, m.mc, props, max_b);
 }
