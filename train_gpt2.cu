@@ -22,6 +22,7 @@
 #include "llmc/rank_agreement.h"
 #include "llmc/run_state.h"
 #include "llmc/schedulers.h"
+#include "llmc/step_line.h"
 #include "llmc/tokenizer.h"
 #include "llmc/train_plan.h"
 #include "llmc/train_step.cuh"
@@ -819,7 +820,7 @@ int main(int argc, char** argv) {
         });
         stop_requests = res.stop_requests;
         const float loss = res.loss, norm = res.norm;
-        const double zloss = res.loss_z, znorm = res.norm_z;
+        const float zloss = res.loss_z, znorm = res.norm_z;
         watchdog_enter(wd, step + 1, "the AdamW update (ZeRO-1: ncclAllGather)");
         cudaCheck(cudaEventRecord(end_ev, model.stream));
         cudaCheck(cudaEventSynchronize(end_ev));
@@ -836,15 +837,17 @@ int main(int argc, char** argv) {
         const double mfu = mfu_percent(flops_per_token, tok_per_s, c.num_processes, tr.peak.flops);
         const float tok_per_s_shown = tok_per_sec_update(&tok_per_s_avg, step, (float)tok_per_s);  // as llm.c
         if (is_rank0(tr)) {
-            // the z-scores are nan until the 128-step window is full, printed "+nanz" as llm.c does
-            printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n",
-                   step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s_shown);
+            // llmc/step_line.h: the autotune summaries (complete once this first step ran every shape)
+            // go before the step line, so that the step lines stay adjacent as llm.c's tools read them
+            std::string notes;
             if (step == tr.start_step && c.matmul_autotune) {
-                printf("%s\n", matmul_autotune_summary(tr.ctx).c_str());
+                notes = matmul_autotune_summary(tr.ctx) + "\n";
 #ifdef ENABLE_CUDNN
-                printf("%s\n", cudnn_autotune_summary(*tr.ctx.cudnn).c_str());
+                notes += cudnn_autotune_summary(*tr.ctx.cudnn) + "\n";
 #endif
             }
+            const StepLine line{step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s_shown};
+            fputs(step_output(line, notes).c_str(), stdout);
             fflush(stdout);
         }
         logger_log_train(&tr.logger, step, loss, lr, norm);  // "s:<loop index>" as llm.c (logger.h)
