@@ -110,6 +110,7 @@ run_forwarding_term() {
         wait "$pid"; rc=$?
         kill -0 "$pid" 2>/dev/null || break   # wait returned for a trapped signal: keep waiting
     done
+    wait "$pid"; rc=$?   # CMD's own status (the last wait may have been cut short by the trap as CMD exited)
     trap - TERM INT
     return $rc
 }
