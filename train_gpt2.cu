@@ -23,6 +23,7 @@
 #include "llmc/rank_agreement.h"
 #include "llmc/run_state.h"
 #include "llmc/schedulers.h"
+#include "llmc/step_line.h"
 #include "llmc/tokenizer.h"
 #include "llmc/train_plan.h"
 #include "llmc/train_step.cuh"
@@ -545,7 +546,7 @@ static void setup_processes(Trainer& tr, const GPT2Config& mc) {
     }
     if (c.total_batch / tokens_per_micro > INT32_MAX) fatal("-d %ld needs too many accumulation steps", c.total_batch);
     tr.grad_accum = (int)(c.total_batch / tokens_per_micro);
-    if (c.hellaswag) eval_check_batch(c.B);
+    if (c.hellaswag && !eval_file_missing(c.eval_file.c_str())) eval_check_batch(c.B);
 }
 
 // Data: every shard's header and size (the token ids are checked shard by shard as the loaders reach
@@ -564,7 +565,12 @@ static void setup_data(Trainer& tr, const GPT2Config& mc) {
         tr.val_num_batches = plan_val_batches(c.val_max_steps, shard_pattern_tokens(tr.val_loader.shard_paths),
                                               tokens_per_micro);
     }
-    if (c.hellaswag) {
+    if (c.hellaswag && eval_file_missing(c.eval_file.c_str())) {  // as llm.c: a note, and training goes on
+        if (is_rank0(tr)) {
+            printf("note: -h 1 but no eval file %s: training without the HellaSwag eval (make it with: "
+                   "prepare_dataset eval hellaswag_val.jsonl %s)\n", c.eval_file.c_str(), c.eval_file.c_str());
+        }
+    } else if (c.hellaswag) {  // a file that is there must be good
         eval_loader_init(&tr.eval_loader, c.eval_file.c_str(), c.B, c.T, c.process_rank, c.num_processes);
         tr.have_eval = true;
     }
@@ -587,6 +593,17 @@ static void setup_data(Trainer& tr, const GPT2Config& mc) {
 static void setup_first_shards(Trainer& tr) {
     dataloader_check_upcoming(&tr.train_loader);
     if (tr.have_val) dataloader_check_upcoming(&tr.val_loader);
+}
+
+// -h 1 with the eval file on some processes only: none evaluates (every process joins the eval's sums).
+static void agree_on_eval(Trainer& tr) {
+    if (!tr.cfg.hellaswag || tr.mp.num_processes == 1) return;
+    const int P = tr.mp.num_processes;
+    const int have = (int)multi_gpu_cpu_float_sum(tr.have_eval ? 1.0f : 0.0f, &tr.mp);
+    if (have == 0 || have == P) return;
+    if (is_rank0(tr)) printf("note: -h 1 but the eval file is missing on %d of %d processes: training without the eval\n", P - have, P);
+    if (tr.have_eval) eval_loader_free(&tr.eval_loader);
+    tr.have_eval = false;
 }
 
 // Output folder, and the checkpoint to resume from (read and checked on the host).
@@ -754,6 +771,7 @@ static void setup(Trainer& tr) {
     setup_first_shards(tr);
 
     const cudaDeviceProp& props = setup_gpu(tr);
+    agree_on_eval(tr);
     const int max_b = setup_model(tr, m);
     if (is_rank0(tr)) print_run_table(tr, m.mc, props, max_b);
 }
@@ -840,7 +858,7 @@ int main(int argc, char** argv) {
         });
         stop_requests = res.stop_requests;
         const float loss = res.loss, norm = res.norm;
-        const double zloss = res.loss_z, znorm = res.norm_z;
+        const float zloss = res.loss_z, znorm = res.norm_z;
         watchdog_enter(wd, step + 1, "the AdamW update (ZeRO-1: ncclAllGather)");
         cudaCheck(cudaEventRecord(end_ev, model.stream));
         cudaCheck(cudaEventSynchronize(end_ev));
@@ -857,15 +875,17 @@ int main(int argc, char** argv) {
         const double mfu = mfu_percent(flops_per_token, tok_per_s, c.num_processes, tr.peak.flops);
         const float tok_per_s_shown = tok_per_sec_update(&tok_per_s_avg, step, (float)tok_per_s);  // as llm.c
         if (is_rank0(tr)) {
-            // the z-scores are nan until the 128-step window is full, printed "+nanz" as llm.c does
-            printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\n",
-                   step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s_shown);
+            // llmc/step_line.h: the autotune summaries (complete once this first step ran every shape)
+            // go before the step line, so that the step lines stay adjacent as llm.c's tools read them
+            std::string notes;
             if (step == tr.start_step && c.matmul_autotune) {
-                printf("%s\n", matmul_autotune_summary(tr.ctx).c_str());
+                notes = matmul_autotune_summary(tr.ctx) + "\n";
 #ifdef ENABLE_CUDNN
-                printf("%s\n", cudnn_autotune_summary(*tr.ctx.cudnn).c_str());
+                notes += cudnn_autotune_summary(*tr.ctx.cudnn) + "\n";
 #endif
             }
+            const StepLine line{step + 1, tr.train_num_batches, loss, zloss, norm, znorm, lr, ms, mfu, tok_per_s_shown};
+            fputs(step_output(line, notes).c_str(), stdout);
             fflush(stdout);
         }
         logger_log_train(&tr.logger, step, loss, lr, norm);  // "s:<loop index>" as llm.c (logger.h)

@@ -2,7 +2,8 @@
  * Multiple-choice eval loader (formats.md "Multiple-choice eval file", HellaSwag style, magic 20240522).
  *
  * The whole file is parsed and validated at init (HellaSwag val is ~10k examples, a few MB). Each
- * example has a context, 4 completions and a label. A batch has B rows = B/4 examples x 4 completions;
+ * example has a context, 4 completions and a label. A batch holds E = floor(B/4) examples x 4
+ * completions (B >= 4, as llm.c: with B not a multiple of 4 the last B - 4E rows are padding);
  * row 4*e + c holds context + completion c of the batch's example e, left aligned and padded:
  *   inputs[row, t]  = token t of (context, completion)      (pad: end-of-text 50256)
  *   targets[row, t] = token t+1                              (pad: 50256)
@@ -17,7 +18,9 @@
  *
  * API
  *   void eval_loader_init(EvalLoader*, const char* path, size_t B, size_t T, int process_rank,
- *                         int num_processes)      B must be a multiple of 4; examples must fit in T
+ *                         int num_processes)      B >= 4; examples must fit in T
+ *   bool eval_file_missing(const char* path)     nothing at path (-h 1 then trains without the eval, as
+ *                                                llm.c); a file that is there but bad is an init error
  *   size_t eval_loader_num_batches(const EvalLoader*)
  *   void eval_loader_reset(EvalLoader*)
  *   void eval_loader_next_batch(EvalLoader*)     fills inputs, targets, mask, labels
@@ -34,6 +37,9 @@
  */
 #pragma once
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -99,12 +105,18 @@ struct EvalLoader : LoaderShape {  // B, T, process_rank, num_processes
     int* labels = nullptr;           // (E) label of each example of the batch, -1 for padding
 };
 
-// The one check of the micro-batch for the eval: whole examples of EVAL_NUM_COMPLETIONS rows.
+// The one check of the micro-batch for the eval: room for one example's EVAL_NUM_COMPLETIONS rows (llm.c's
+// rule; rows past the last whole example are padding).
 inline void eval_check_batch(size_t B) {
-    if (B == 0 || B % EVAL_NUM_COMPLETIONS != 0) {
-        fatal("-h 1 needs -b to be a multiple of %d (%d completions per example), got %zu", EVAL_NUM_COMPLETIONS,
-              EVAL_NUM_COMPLETIONS, B);
+    if (B < (size_t)EVAL_NUM_COMPLETIONS) {
+        fatal("-h 1 needs -b >= %d (an example takes %d rows, one per completion), got %zu; use -h 0 or a larger -b",
+              EVAL_NUM_COMPLETIONS, EVAL_NUM_COMPLETIONS, B);
     }
+}
+
+inline bool eval_file_missing(const char* path) {
+    struct stat st;
+    return stat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR);
 }
 
 inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t T, int process_rank,

@@ -10,7 +10,8 @@
  *   6 = 2: slots 40-41 hold a 64-bit checksum of the whole file: the header (with slots 40-41 read as
  *          0) then everything after it, so a flipped step, RNG or epoch slot is caught too (ours;
  *          files of earlier builds have 1 here, a checksum of the body only: refused with a message)
- *   7 = 1: the two outlier-detector windows follow the shuffle section (ours)
+ *   7 = 2: the two outlier detectors follow the shuffle section, with their running sums (ours);
+ *          7 = 1: files of earlier builds, without the sums: read, the sums recomputed from the window
  *   8 = 1: the shuffle section is llm.c's (with the 2,520-byte MT19937 state) (ours; files of earlier
  *          builds with slot 6 = 2 and slot 5 = 1 had another one: refused with a message)
  *   9 = 1: under ZeRO-1 the optimizer body is this process's chunks of every tensor of every layer, in
@@ -22,7 +23,8 @@
  * this process's shard under ZeRO-1); then, if slot 5, the data loader exactly as llm.c's write_state
  * (train_gpt2.cu at f1e2ace) writes it: u64 n, int32 shard_order[n], u64 m, int32 sample_order[m],
  * Mt19937State (rand.h: llm.c's raw mt19937_state struct, 2,520 bytes); then, if slot 7 (ours): for
- * loss and grad norm: int32 count, int32 index, f64 window[128].
+ * loss and grad norm: int32 count, int32 index, f64 window[128], and with slot 7 = 2 f64 sum, f64 sum of
+ * squares (llmc/outlier_detector.h: llm.c's running sums, whose rounding the z-scores depend on).
  * llm.c's load_state reads only its slots and the bytes up to the end of its shuffle section and
  * ignores the rest, so it reads our files; we read its files (slot 6 = 0 and none of our other
  * slots), with a warning that nothing in them could be verified. Slot 6 = 0 beside any of our other
@@ -64,6 +66,8 @@ constexpr int32_t RUN_STATE_CHECKSUM_WHOLE = 2;      // slot 6: checksum covers 
 constexpr int RUN_STATE_CHECKSUM_SLOT = 40;
 constexpr int RUN_STATE_LLMC_SHUFFLE_SLOT = 8;         // 1: the shuffle section is llm.c's layout
 constexpr int RUN_STATE_LLMC_ZERO_SLOT = 9;            // 1: ZeRO-1 shards in llm.c's per-tensor, per-layer layout
+constexpr int RUN_STATE_OUTLIER_SLOT = 7;              // 2: outlier detectors with their running sums; 1: without
+constexpr int32_t RUN_STATE_OUTLIER_WITH_SUMS = 2;
 
 struct HostBuffer {
     void* ptr;
@@ -182,6 +186,8 @@ inline std::vector<unsigned char> run_state_tail_bytes_(const RunState& rs) {
             put(&count, 4);
             put(&index, 4);
             put(d->buffer, sizeof(d->buffer));
+            put(&d->sum, 8);
+            put(&d->sum_sq, 8);
         }
     }
     return out;
@@ -203,7 +209,7 @@ inline void run_state_write(const std::string& path, const RunState& rs, const s
     header[4] = rs.use_master_weights ? 1 : 0;
     header[5] = rs.shuffle ? 1 : 0;
     header[6] = RUN_STATE_CHECKSUM_WHOLE;
-    header[7] = rs.has_outliers ? 1 : 0;
+    header[RUN_STATE_OUTLIER_SLOT] = rs.has_outliers ? RUN_STATE_OUTLIER_WITH_SUMS : 0;
     header[RUN_STATE_LLMC_SHUFFLE_SLOT] = 1;
     header[RUN_STATE_LLMC_ZERO_SLOT] = 1;
     header[10] = rs.step;
@@ -236,8 +242,9 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
     const char* p = path.c_str();
     file_header_check(fp, p, RUN_STATE_MAGIC, header, file_size);
     for (int slot : {4, 5, 7, RUN_STATE_LLMC_SHUFFLE_SLOT, RUN_STATE_LLMC_ZERO_SLOT}) {
-        if (header[slot] != 0 && header[slot] != 1) {
-            fatal("run state file '%s' is corrupted (header slot %d = %d, must be 0 or 1)", p, slot, header[slot]);
+        const int most = slot == RUN_STATE_OUTLIER_SLOT ? RUN_STATE_OUTLIER_WITH_SUMS : 1;
+        if (header[slot] < 0 || header[slot] > most) {
+            fatal("run state file '%s' is corrupted (header slot %d = %d, must be 0 to %d)", p, slot, header[slot], most);
         }
     }
     if (header[6] == RUN_STATE_CHECKSUM_BODY_ONLY) {
@@ -267,7 +274,7 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
     rs.process_rank = header[3];
     rs.use_master_weights = header[4] == 1;
     rs.shuffle = header[5] == 1;
-    rs.has_outliers = header[7] == 1;
+    rs.has_outliers = header[RUN_STATE_OUTLIER_SLOT] != 0;
     rs.step = header[10];
     rs.rng_state = run_state_get_u64_(header, 20);
     rs.rng_state_last_update = run_state_get_u64_(header, 22);
@@ -350,6 +357,8 @@ inline RunState run_state_read(const std::string& path, const std::vector<HostBu
         take(&rs.loader.rng, sizeof(Mt19937State));
     }
     if (rs.has_outliers) {
+        const bool with_sums = header[RUN_STATE_OUTLIER_SLOT] == RUN_STATE_OUTLIER_WITH_SUMS;
+        bool inexact = false;
         for (OutlierDetector* d : {&rs.loss_outlier, &rs.grad_norm_outlier}) {
             int32_t count, index;
             take(&count, 4);
@@ -360,6 +369,20 @@ inline RunState run_state_read(const std::string& path, const std::vector<HostBu
             }
             d->count = count;
             d->index = index;
+            if (with_sums) {
+                take(&d->sum, 8);
+                take(&d->sum_sq, 8);
+            } else {
+                // earlier builds: the same values in the same slots; their index ran ahead while filling
+                if (count < OUTLIER_WINDOW) d->index = 0;
+                outlier_detector_recompute_sums(d);
+                inexact = inexact || count == OUTLIER_WINDOW;
+            }
+        }
+        if (inexact) {
+            fprintf(stderr, "note: run state file '%s' was written by an earlier build, without the z-score windows' "
+                            "running sums: recomputed from the windows (-sl/-sg z-scores may differ in the last "
+                            "digits from an uninterrupted run)\n", p);
         }
     }
     if (pos != tail.size()) {

@@ -15,7 +15,7 @@
  *      requests (ts.stop_flag != 0 at this point, on each rank), agreement on the last step
  *   5. the global gradient norm; a non-finite loss or norm stops the run
  *   6. z-scores of loss and norm (ts.loss_outlier / ts.norm_outlier windows +=; they are state file content)
- *   7. unless a z-score exceeds its -sl / -sg limit: AdamW at lr, gradients clipped to global norm 1
+ *   7. unless a z-score exceeds its -sl / -sg limit (llm.c's rule, outlier_skip): AdamW at lr, gradients clipped to global norm 1
  *      (llm.c's), weight decay on 2-D tensors (model RNG advanced: backward and update draw seeds)
  * It returns once the update is enqueued, not finished: the caller's next synchronization waits for it.
  * ts.watchdog (nullptr: none) names each wait of steps 2-5 (left inside the last one, the norm's).
@@ -39,7 +39,7 @@ struct TrainStep {
     int B = 0, T = 0;                 // micro-batch
     int grad_accum = 1;               // micro-steps per optimizer step
     float weight_decay = 0.0f;        // -c
-    float skip_loss_z = 0.0f;         // -sl: skip the update above this loss z-score (0 = off)
+    float skip_loss_z = 0.0f;         // -sl: skip the update above this loss z-score (0 = off; outlier_skip)
     float skip_norm_z = 0.0f;         // -sg: likewise for the gradient norm
     OutlierDetector* loss_outlier = nullptr;  // required
     OutlierDetector* norm_outlier = nullptr;  // required
@@ -51,7 +51,7 @@ struct TrainStep {
 struct TrainStepResult {
     float loss;          // mean over ranks
     float norm;          // global gradient norm, before clipping
-    double loss_z, norm_z;
+    float loss_z, norm_z;  // the step line's z-scores (NaN while the windows fill)
     bool skipped;        // no update (z-score above -sl / -sg)
     int stop_requests;   // ranks that have seen SIGINT / SIGTERM; > 0: every rank stops after this step
 };
@@ -94,11 +94,15 @@ TrainStepResult train_step(GPT2* model, const TrainStep& ts, int step, float lr,
         fatal("step %d: the loss (%f) or gradient norm (%f) is not finite; stopping instead of training on "
               "garbage. Lower -l, add warmup (-u), or resume from the last checkpoint.", step + 1, r.loss, r.norm);
     }
-    r.loss_z = outlier_detector_update(ts.loss_outlier, r.loss);
-    r.norm_z = outlier_detector_update(ts.norm_outlier, r.norm);
-    r.skipped = (ts.skip_loss_z > 0.0f && r.loss_z > ts.skip_loss_z) || (ts.skip_norm_z > 0.0f && r.norm_z > ts.skip_norm_z);
+    r.loss_z = (float)outlier_detector_update(ts.loss_outlier, r.loss);  // llm.c rounds the z-scores to float
+    r.norm_z = (float)outlier_detector_update(ts.norm_outlier, r.norm);
+    const bool skip_loss = outlier_skip(r.loss_z, ts.skip_loss_z), skip_norm = outlier_skip(r.norm_z, ts.skip_norm_z);
+    r.skipped = skip_loss || skip_norm;
     if (r.skipped) {
-        if (mp->process_rank == 0) printf("skipping update: loss z %.2f, grad norm z %.2f\n", r.loss_z, r.norm_z);
+        if (mp->process_rank == 0) {  // llm.c's line: the loss's reason first
+            if (skip_loss) printf("skipping update due to loss z-score of %f\n", r.loss_z);
+            else printf("skipping update due to grad z-score of %f\n", r.norm_z);
+        }
     } else {
         const float grad_scale = r.norm > 1.0f ? 1.0f / r.norm : 1.0f;
         gpt2_update(model, lr, ts.weight_decay, grad_scale, step + 1);

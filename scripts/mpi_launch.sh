@@ -1,16 +1,22 @@
-# Helpers for scripts that start train_gpt2cu under mpirun (source it; bash only).
+# Helpers for scripts that start train_gpt2cu under mpirun or srun (source it; bash only).
 #   mpirun_cmd                  prints nothing; sets the array MPIRUN: mpirun, plus --allow-run-as-root
 #                               only when running as root (Open MPI refuses root without it)
+#   visible_gpu_count           the GPUs a CUDA program started here sees: nvidia-smi -L's GPUs, narrowed by
+#                               CUDA_VISIBLE_DEVICES when it is set (indices or GPU-/MIG- UUIDs; as CUDA,
+#                               the list ends at the first entry that names no device; set but empty: 0)
 #   descendants PID             every process below PID (children, grandchildren, ...), one per line
 #   trainer_pids PID            those descendants that are train_gpt2cu processes (the ranks): the
 #                               program name is matched, LLMC_TRAINER_NAME to match another name
 #   kill_tree PID               SIGKILL to PID and every descendant (a crash of the whole job: Open
 #                               MPI puts each rank in its own process group, so kill -- -PGID misses them)
-#   run_forwarding_term CMD...  runs CMD in its own session and waits for it. A SIGTERM / SIGINT to
+#   run_forwarding_term [--to-launcher] CMD...
+#                               runs CMD in its own session and waits for it. A SIGTERM / SIGINT to
 #                               this shell goes to the ranks only (trainer_pids), not to mpirun: Open
 #                               MPI's mpirun answers SIGTERM with SIGTERM to the ranks and SIGKILL a
 #                               few seconds later, before a large checkpoint is written. The ranks
 #                               agree to stop, checkpoint and exit 0; mpirun then exits with them.
+#                               --to-launcher: to CMD itself instead (srun, whose ranks are not its
+#                               descendants; srun passes the signal on to every task).
 #                               Returns CMD's exit code; sets FORWARDED_SIGNAL=1 when it forwarded one.
 #   term_trappable_or_reexec SCRIPT ARGS...
 #                               call first thing in a script that forwards SIGTERM (before any cd): when
@@ -29,6 +35,21 @@ mpirun_cmd() {
     MPIRUN=(mpirun)
     [ "$(id -u)" -eq 0 ] && MPIRUN+=(--allow-run-as-root)
     return 0
+}
+
+visible_gpu_count() {
+    local all n=0 e
+    all=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    if [ -z "${CUDA_VISIBLE_DEVICES+set}" ]; then echo "$all"; return 0; fi
+    local IFS=,
+    for e in $CUDA_VISIBLE_DEVICES; do
+        e=${e// /}
+        if [[ "$e" =~ ^[0-9]+$ ]] && [ "$e" -lt "$all" ]; then n=$((n + 1))
+        elif [[ "$e" =~ ^(GPU|MIG)- ]]; then n=$((n + 1))
+        else break
+        fi
+    done
+    echo "$n"
 }
 
 descendants() {
@@ -75,15 +96,21 @@ error_recurs() {
 }
 
 run_forwarding_term() {
-    local pid rc
+    local pid rc to_launcher=0
+    [ "${1:-}" = --to-launcher ] && { to_launcher=1; shift; }
     FORWARDED_SIGNAL=0
     setsid "$@" &
     pid=$!
-    trap 'FORWARDED_SIGNAL=1; echo "forwarding SIGTERM to the ranks of pid $pid: $(trainer_pids $pid | tr "\n" " ")" >&2; kill -TERM $(trainer_pids $pid) 2>/dev/null' TERM INT
+    if [ $to_launcher = 1 ]; then
+        trap 'FORWARDED_SIGNAL=1; echo "forwarding SIGTERM to the launcher, pid $pid" >&2; kill -TERM $pid 2>/dev/null' TERM INT
+    else
+        trap 'FORWARDED_SIGNAL=1; echo "forwarding SIGTERM to the ranks of pid $pid: $(trainer_pids $pid | tr "\n" " ")" >&2; kill -TERM $(trainer_pids $pid) 2>/dev/null' TERM INT
+    fi
     while true; do
         wait "$pid"; rc=$?
         kill -0 "$pid" 2>/dev/null || break   # wait returned for a trapped signal: keep waiting
     done
+    wait "$pid"; rc=$?   # CMD's own status (the last wait may have been cut short by the trap as CMD exited)
     trap - TERM INT
     return $rc
 }

@@ -23,8 +23,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 D=${SCALE_DIR:-build/multi_gpu_scaling}
 DATA=${SCALE_DATA:-dev/data/scaling}
 rm -rf "$D"; mkdir -p "$D"
-NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
-[ "$NGPU" -ge 1 ] || { echo "error: no NVIDIA GPU found (nvidia-smi -L)" >&2; exit 1; }
+NGPU=$(visible_gpu_count)  # CUDA_VISIBLE_DEVICES included
+[ "$NGPU" -ge 1 ] || { echo "error: no NVIDIA GPU visible (nvidia-smi -L, CUDA_VISIBLE_DEVICES)" >&2; exit 1; }
 ONE=0
 [ "${1:-}" = --one-gpu ] && ONE=1
 [ $# -le 1 ] && { [ $# -eq 0 ] || [ "$1" = --one-gpu ]; } || { echo "usage: $0 [--one-gpu]" >&2; exit 1; }

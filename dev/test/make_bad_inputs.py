@@ -62,6 +62,20 @@ def main(d):
         f.write(header(12345, 1, 1))
     with open(f"{d}/cwd/gpt2_tokenizer.bin", "wb") as f:
         f.write(header(20240526, 2, 50257, 50256))
+    # a working directory with a good eval file of 3 examples (each fits -t 64), and one without any
+    os.makedirs(f"{d}/evalcwd/dev/data/hellaswag", exist_ok=True)
+    examples = []
+    for i in range(3):
+        ex = [65535, 0, i, i % 4, 4, 3, 10 + i, 20 + i, 30 + i]
+        for c in range(4):
+            ex += [2, 100 * (c + 1) + i, 100 * (c + 1) + 50 + i]
+        ex[1] = 2 * len(ex)
+        examples.append(ex)
+    with open(f"{d}/evalcwd/dev/data/hellaswag/hellaswag_val.bin", "wb") as f:
+        f.write(header(20240522, 1, len(examples), max(2 * len(e) for e in examples)))
+        for ex in examples:
+            f.write(struct.pack("<%dH" % len(ex), *ex))
+    os.makedirs(f"{d}/noevalcwd", exist_ok=True)
 
 
 if __name__ == "__main__":

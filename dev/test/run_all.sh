@@ -115,7 +115,20 @@ run trainer-step-longer-than-epoch-warns grep -q "warning: -x -1 .* is 0 steps" 
 expect_fail trainer-d-not-divisible "-d 100 is not divisible by B\*T\*processes" "${tr_ok[@]}" -d 100
 expect_fail trainer-d-negative "flag -d must be a positive number of tokens" "${tr_ok[@]}" -d -5
 expect_fail trainer-bad-schedule "unknown learning rate schedule 'bogus'" "${tr_ok[@]}" -k bogus
-expect_fail trainer-eval-b3 "-h 1 needs -b to be a multiple of 4" "${tr_ok[@]}" -h 1 -b 3
+# -h 1 as llm.c: -b >= 4 (rows past the last whole example are padding), and no eval file is a note, not an error
+in_dir() { local dir=$1; shift; (cd "$dir" && "$@"); }
+tr_abs=("$REPO/train_gpt2cu" "${tr_ok[@]:1}")
+expect_fail trainer-eval-b3 "-h 1 needs -b >= 4" in_dir "$bad/evalcwd" "${tr_abs[@]}" -h 1 -b 3
+expect_fail trainer-eval-b6 "no CUDA GPU found" in_dir "$bad/evalcwd" "${tr_abs[@]}" -h 1 -b 6
+expect_fail trainer-eval-missing "no CUDA GPU found" in_dir "$bad/noevalcwd" "${tr_abs[@]}" -h 1 -b 3
+run trainer-eval-missing-note grep -q "^note: -h 1 but no eval file dev/data/hellaswag/hellaswag_val.bin: training without" \
+    "$LOG_DIR/trainer-eval-missing.log"
+# test_gpt2cu takes the flags llm.c's GPU CI passes it (-r 0, -r 2, -w 0, -b 32; .github/workflows/ci_gpu.yml
+# there) and -ge: each gets as far as the model file (none in this directory); a bad value is refused
+for f in "-r 0" "-r 2" "-w 0" "-b 32" "-ge 2"; do
+    expect_fail "test_gpt2cu-llmc-flag${f// /}" "cannot open 'gpt2_124M" in_dir "$bad/noevalcwd" "$REPO/test_gpt2cu" $f
+done
+expect_fail test_gpt2cu-bad-recompute "flag -r must be an integer in \[0, 2\], got '3'" "$REPO/test_gpt2cu" -r 3
 expect_fail trainer-output-not-writable "-o: cannot write files in '/proc'" "${tr_ok[@]}" -o /proc
 expect_fail trainer-bad-checkpoint "model_trunc.bin' is 6671222 bytes but its header says" "${tr_ok[@]}" -e "$bad/model_trunc.bin"
 expect_fail trainer-bad-run-state "state_00000010_00000.bin' is truncated" "${tr_ok[@]}" -y 1 -o "$bad/resume"

@@ -120,6 +120,62 @@ TEST(EvalLoader, BatchLayoutMaskAndInterleaving) {
     }
 }
 
+// llm.c's rule: any B >= 4 takes floor(B/4) examples per batch; the rows after them are padding with a
+// zero mask (and count for nothing). Every example is still scored exactly once.
+TEST(EvalLoader, BatchNotAMultipleOfFour) {
+    TempDir dir("test_eval_loader");
+    std::vector<Ex> ex = make_examples(7);
+    std::string path = write_examples(dir, ex);
+    const size_t T = 8;
+    for (size_t B : {5, 6, 7, 9, 11}) {
+        for (int P : {1, 2}) {
+            const size_t E = B / 4;
+            std::vector<int> seen(ex.size(), 0);
+            std::vector<EvalLoader> ranks(P);
+            for (int r = 0; r < P; r++) eval_loader_init(&ranks[r], path.c_str(), B, T, r, P);
+            const size_t nb = eval_loader_num_batches(&ranks[0]);
+            EXPECT_EQ(nb, (ex.size() + E * P - 1) / (E * P)) << "B=" << B << " P=" << P;
+            for (size_t k = 0; k < nb; k++) {
+                for (int r = 0; r < P; r++) {
+                    EvalLoader& el = ranks[r];
+                    eval_loader_next_batch(&el);
+                    for (size_t e = 0; e < E; e++) {
+                        if (el.labels[e] < 0) continue;
+                        const size_t i = (k * P + r) * E + e;
+                        ASSERT_LT(i, ex.size());
+                        EXPECT_EQ(el.labels[e], ex[i].label);
+                        EXPECT_EQ(el.inputs[(e * 4) * T], ex[i].ctx[0]);
+                        seen[i]++;
+                    }
+                    for (size_t t = 4 * E * T; t < B * T; t++) {  // the rows after the last example
+                        ASSERT_EQ(el.mask[t], 0) << "B=" << B;
+                        ASSERT_EQ(el.inputs[t], EVAL_PAD_TOKEN);
+                        ASSERT_EQ(el.targets[t], EVAL_PAD_TOKEN);
+                    }
+                    // a huge loss on the padding rows changes nothing
+                    std::vector<float> losses(B * T, 1.0f);
+                    for (size_t t = 4 * E * T; t < B * T; t++) losses[t] = -1e30f;
+                    int live = 0;
+                    for (size_t e = 0; e < E; e++) live += el.labels[e] >= 0 && el.labels[e] == 0;
+                    EXPECT_EQ(eval_loader_stat_losses(&el, losses.data()), live);  // all tie: completion 0 wins
+                }
+            }
+            for (size_t i = 0; i < ex.size(); i++) EXPECT_EQ(seen[i], 1) << "example " << i << " B=" << B << " P=" << P;
+            for (int r = 0; r < P; r++) eval_loader_free(&ranks[r]);
+        }
+    }
+}
+
+// -h 1 trains on without the eval when there is no file (as llm.c); a file that is there is read.
+TEST(EvalLoader, MissingFileIsTellable) {
+    TempDir dir("test_eval_loader");
+    EXPECT_TRUE(eval_file_missing((dir.path + "/hellaswag_val.bin").c_str()));
+    EXPECT_TRUE(eval_file_missing((dir.path + "/no/such/dir/hellaswag_val.bin").c_str()));
+    const std::string path = write_examples(dir, make_examples(2));
+    EXPECT_FALSE(eval_file_missing(path.c_str()));
+    EXPECT_TRUE(eval_file_missing((path + "/below_a_file.bin").c_str()));  // ENOTDIR: a path that cannot exist
+}
+
 TEST(EvalLoader, ScoringPicksLowestMeanCompletionLoss) {
     TempDir dir("test_eval_loader");
     std::vector<Ex> ex = make_examples(3);
@@ -190,7 +246,7 @@ TEST(EvalLoaderErrors, BadFiles) {
                 EVAL_MAGIC, EVAL_VERSION, 3);
     std::string p = dir.path + "/ok.bin";
     write_eval_file(p, body, 4, longest);
-    EXPECT_EXIT(eval_loader_init(&el, p.c_str(), 6, 16, 0, 1), ::testing::ExitedWithCode(1), "-b to be a multiple of 4");
+    EXPECT_EXIT(eval_loader_init(&el, p.c_str(), 3, 16, 0, 1), ::testing::ExitedWithCode(1), "-h 1 needs -b >= 4 .*got 3");
     EXPECT_EXIT(eval_loader_init(&el, (dir.path + "/missing.bin").c_str(), 8, 16, 0, 1), ::testing::ExitedWithCode(1),
                 "cannot open '.*missing.bin'");
 }

@@ -104,7 +104,7 @@ TEST(RunState, RoundTripAllFields) {
         Opt a(1000);
         run_state_write(path, rs, a.body());
         EXPECT_FALSE(exists(path + ".tmp"));
-        EXPECT_EQ(read_bytes(path).size(), 1024 + 3 * 4000 + (shuffle ? 8 + 24 + 8 + 16 + 2520 : 0) + 2 * (8 + 1024));
+        EXPECT_EQ(read_bytes(path).size(), 1024 + 3 * 4000 + (shuffle ? 8 + 24 + 8 + 16 + 2520 : 0) + 2 * (8 + 1024 + 16));
 
         RunState peek = run_state_peek(path);
         EXPECT_TRUE(peek.use_master_weights);
@@ -433,7 +433,7 @@ TEST(RunStateLlmc, OurFileReadsInLlmcsReader) {
                 llmc_bytes += 8 + 3 * 4 + 8 + 4 * rs.loader.sample_order.size() + 2520;
             }
             EXPECT_EQ(kv["bytes_read"], std::to_string(llmc_bytes));
-            EXPECT_EQ(kv["file_size"], std::to_string(llmc_bytes + 2 * (8 + 1024)));  // + our outlier windows
+            EXPECT_EQ(kv["file_size"], std::to_string(llmc_bytes + 2 * (8 + 1024 + 16)));  // + our outlier detectors
             std::string next;  // (shard, window) of our next batches: token s*1000 + window*P*B*T + rank*B*T
             for (int k = 0; k < 40; k++) {
                 const int tok = batch(&dl)[0];

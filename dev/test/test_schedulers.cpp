@@ -1,9 +1,8 @@
-// Tests for llmc/schedulers.h (learning-rate schedules) and llmc/outlier_detector.h (rolling z-score).
+// Tests for llmc/schedulers.h (learning-rate schedules); the z-scores are dev/test/test_outlier_detector.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "llmc/outlier_detector.h"
 #include "llmc/schedulers.h"
 
 namespace {
@@ -67,45 +66,4 @@ TEST(LRScheduler, BadSettingsNameTheFlag) {
     EXPECT_EXIT(lr_scheduler_init(&s, "cosine", 1e-3f, -1, 10, 1.0f), ::testing::ExitedWithCode(1), "-u:");
     EXPECT_EXIT(lr_scheduler_init(&s, "cosine", -1.0f, 0, 10, 1.0f), ::testing::ExitedWithCode(1), "-l:");
     EXPECT_EXIT(lr_scheduler_init(&s, "cosine", 1e-3f, 0, 0, 1.0f), ::testing::ExitedWithCode(1), "-x");
-}
-
-TEST(OutlierDetector, NanUntilFullThenZScoreOfWindowBeforeX) {
-    OutlierDetector d;
-    outlier_detector_init(&d);
-    for (int i = 0; i < OUTLIER_WINDOW; i++) {
-        EXPECT_TRUE(std::isnan(outlier_detector_update(&d, (i % 2) ? 3.0 : 1.0))) << i;
-    }
-    // window: 64 x 1.0 and 64 x 3.0 -> mean 2, population std 1
-    EXPECT_NEAR(outlier_detector_update(&d, 5.0), 3.0, 1e-12);
-    // now the oldest 1.0 was replaced by 5.0: mean 2.03125
-    double mean = (63 * 1.0 + 64 * 3.0 + 5.0) / 128, var = 0;
-    for (double v : {1.0, 3.0, 5.0}) {
-        int n = v == 1.0 ? 63 : (v == 3.0 ? 64 : 1);
-        var += n * (v - mean) * (v - mean);
-    }
-    EXPECT_NEAR(outlier_detector_update(&d, 2.0), (2.0 - mean) / std::sqrt(var / 128), 1e-12);
-}
-
-TEST(OutlierDetector, NonFiniteIsOutlierAndNotAdded) {
-    OutlierDetector a, b;
-    outlier_detector_init(&a);
-    outlier_detector_init(&b);
-    for (int i = 0; i < 200; i++) {
-        outlier_detector_update(&a, std::sin(i));
-        outlier_detector_update(&b, std::sin(i));
-    }
-    EXPECT_EQ(outlier_detector_update(&a, NAN), INFINITY);
-    EXPECT_EQ(outlier_detector_update(&a, INFINITY), INFINITY);
-    EXPECT_EQ(outlier_detector_update(&a, 0.25), outlier_detector_update(&b, 0.25));  // window unchanged
-}
-
-TEST(OutlierDetector, ConstantWindowAndRolling) {
-    OutlierDetector d;
-    outlier_detector_init(&d);
-    for (int i = 0; i < OUTLIER_WINDOW; i++) outlier_detector_update(&d, 4.0);
-    EXPECT_EQ(outlier_detector_update(&d, 4.0), 0.0);
-    EXPECT_EQ(outlier_detector_update(&d, 5.0), INFINITY);  // window: 127 x 4.0 + ... was constant before x
-    for (int i = 0; i < OUTLIER_WINDOW; i++) outlier_detector_update(&d, 10.0);
-    EXPECT_EQ(outlier_detector_update(&d, 10.0), 0.0);  // the 4s and the 5 have rolled out
-    EXPECT_EQ(outlier_detector_update(&d, 9.0), -INFINITY);
 }
