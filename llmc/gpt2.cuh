@@ -50,7 +50,7 @@
 // ----------------------------------------------------------------------------
 // parameters
 
-// Pointers into one flat buffer, in checkpoint order (formats.md).
+// Pointers into one flat buffer, in checkpoint order (docs/formats.md "Model checkpoint").
 struct ParameterTensors {
     floatX* wte;       // (Vp, C)
     floatX* wpe;       // (maxT, C)
@@ -264,7 +264,7 @@ inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Op
     cudaCheck(cudaMallocHost(&model->norm_host, sizeof(float)));
 }
 
-// GPT-2 initialisation (formats.md): N(0, 0.02) weights, residual projections N(0, 0.02/sqrt(2L)),
+// GPT-2 init (docs/formats.md "Random initialisation"): N(0, 0.02) weights, residual projs N(0, 0.02/sqrt(2L)),
 // zero biases, LayerNorm weight 1; wte rows >= V zero. Deterministic from `seed` (host RNG, Box-Muller).
 inline void gpt2_init_random(GPT2* model, uint64_t seed) {
     std::vector<uint8_t> host(model->num_parameters * sizeof(floatX));

@@ -2,7 +2,7 @@
  * GPT-2 model files on the host (no CUDA): the configuration, the parameter layout shared by the
  * checkpoint and the GPU buffers, checkpoint read/write, and the debug-state reader for the GPU test.
  *
- * Checkpoint (formats.md, magic 20240326): 256 x int32 header, then the 16 parameter tensors back to
+ * Checkpoint (docs/formats.md "Model checkpoint", 20240326): 256 x int32 header, then the 16 parameter tensors back to
  * back in checkpoint order (gpt2_param_sizes), fp32 (version 3) or raw bf16 bits (version 5).
  * Reads convert to the dtype the caller wants; fp32 -> bf16 rounds to nearest even, so a v5 file
  * written from fp32 parameters holds exactly what model_file_read_params(.., BF16) gives for the v3 file.
@@ -310,7 +310,7 @@ inline bool param_tensor_is_2d(int i) {
            i == PARAM_FCPROJW;
 }
 
-// GPT-2 / llm.c random initialisation (formats.md) of all parameters, in checkpoint order, written to
+// GPT-2 / llm.c init (docs/formats.md "Random initialisation") of all parameters, in checkpoint order, written to
 // out as `dtype` (bf16 rounded to nearest even from the fp32 value): 2-D tensors N(0, 0.02), the two
 // residual projections (attprojw, fcprojw) N(0, 0.02/sqrt(2L)); LayerNorm weights 1; biases and the
 // padded vocabulary rows of wte 0. Each normal value is Box-Muller on two draws of one xorshift*
