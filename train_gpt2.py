@@ -1,6 +1,6 @@
 """
 Reference GPT-2 trainer in PyTorch: the numbers our CUDA trainer is checked against, and the writer of
-the checkpoint and debug-state files the tests read. Files and the step line follow formats.md.
+the checkpoint and debug-state files the tests read. Files and the step line follow docs/formats.md.
 
   python train_gpt2.py -i "data/tiny_shakespeare_train.bin" -j "data/tiny_shakespeare_val.bin" --model d12
   python train_gpt2.py -i "data/tiny_shakespeare_train.bin" --model d12 -l 6e-4 -u 20 --pretrain_steps 300 \

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """
-GPT-2 weights between Hugging Face `transformers` and our checkpoint (formats.md "Model checkpoint").
+GPT-2 weights between Hugging Face `transformers` and our checkpoint (docs/formats.md "Model checkpoint",
+"Hugging Face GPT-2 folders").
 
   python3 dev/hf.py import SRC OUT.bin [--dtype fp32|bf16]     # fp32 = checkpoint v3 (default), bf16 = v5
   python3 dev/hf.py export MODEL.bin OUT_DIR [--dtype fp32|bf16]
@@ -23,11 +24,21 @@ Layout differences handled here:
     on export. lm_head is tied to wte on both sides.
   - HF's non-parameter buffers (attn.bias / attn.masked_bias in old checkpoints) are ignored.
 Both directions stream one tensor at a time, so a 1.5B model needs about one copy of its weights in RAM.
+
+Bad input never gives a traceback: one "hf.py: error:" line naming the file and the problem, exit code 1,
+and nothing left behind. Shapes beyond the trainer's limits (train_gpt2.config_problem, the same bounds as
+gpt2_config_problem in llmc/model_file.h) are refused before anything is allocated; NaN or inf weights are
+refused both ways, naming the tensor. Every file is written to a fresh temp file in its target folder
+(created with O_CREAT | O_EXCL | O_NOFOLLOW, so nothing planted there is followed or overwritten), fsynced,
+and renamed over the target only when all of it is written; on any error, SIGTERM or SIGINT the temp
+files, and the folders made for them, are removed.
 """
 import argparse
 import itertools
 import json
 import os
+import secrets
+import signal
 import sys
 import time
 
@@ -35,8 +46,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from train_gpt2 import (GPTConfig, MODEL_MAGIC, bf16_rne, header, num_parameters,  # noqa: E402
-                        read_model_file, write_atomic)
+from train_gpt2 import (GPTConfig, HEADER_INTS, MODEL_MAGIC, bf16_rne, config_problem, header,  # noqa: E402
+                        num_parameters, read_model_file)
 
 VOCAB_ALIGN = 128
 GELU_TANH = ("gelu_new", "gelu_pytorch_tanh")  # both are 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
@@ -56,6 +67,118 @@ def die(msg):
 
 def say(msg):
     print(f"[{time.time() - T0:6.1f} s] {msg}", flush=True)
+
+
+def on_signal(signum, frame):
+    print(f"hf.py: error: stopped by {signal.Signals(signum).name}; nothing written", file=sys.stderr)
+    sys.exit(1)  # SystemExit unwinds through Output, which removes its temp files
+
+
+def not_a_folder(path):
+    """die() unless path can become a file: a folder there (or a symlink to one) would be replaced."""
+    if os.path.isdir(path):
+        die(f"'{path}' is a folder; name the file to write")
+
+
+class Output:
+    """Files that appear complete or not at all. write() streams each into a temp file with a unique name
+    in the target's folder, opened O_CREAT | O_EXCL | O_NOFOLLOW (a file or symlink already at that name is
+    never opened), and fsyncs it; commit() renames them over their targets and fsyncs the folders. Leaving
+    the `with` block without commit() (an error, die(), SIGTERM / SIGINT) removes the temp files and the
+    folders this object created."""
+
+    def __init__(self):
+        self.temps = []  # (temp path, final path)
+        self.made = []   # folders created here, outermost first
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        for tmp, _ in self.temps:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+        for d in reversed(self.made):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        return False
+
+    def folder(self, path):
+        """Creates path and its missing parents (removed again on failure); die() if that is impossible."""
+        path = os.path.abspath(path)
+        missing = []
+        while not os.path.isdir(path):
+            if os.path.lexists(path):
+                die(f"'{path}' exists and is not a folder")
+            missing.append(path)
+            parent = os.path.dirname(path)
+            if parent == path:
+                break
+            path = parent
+        for d in reversed(missing):
+            try:
+                os.mkdir(d)
+            except OSError as e:
+                die(f"'{d}': cannot create the folder ({e.strerror})")
+            self.made.append(d)
+
+    def write(self, path, chunks):
+        """chunks: numpy arrays (or bytes), written in order."""
+        self.folder(os.path.dirname(os.path.abspath(path)))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        fd = None
+        for _ in range(100):
+            tmp = f"{path}.{secrets.token_hex(6)}.tmp"
+            try:
+                fd = os.open(tmp, flags, 0o666)
+                break
+            except FileExistsError:
+                continue
+            except OSError as e:
+                die(f"'{path}': cannot create a file next to it ({e.strerror})")
+        if fd is None:
+            die(f"'{path}': no free temp name next to it")
+        self.temps.append((tmp, path))
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for c in chunks:
+                    f.write(c if isinstance(c, bytes) else memoryview(np.ascontiguousarray(c)).cast("B"))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            die(f"'{path}': write failed ({e.strerror or e})")
+
+    def commit(self):
+        folders = []
+        for tmp, path in self.temps:
+            try:
+                os.replace(tmp, path)
+            except OSError as e:
+                die(f"'{path}': cannot replace it ({e.strerror})")
+            folders.append(os.path.dirname(os.path.abspath(path)))
+        self.temps, self.made = [], []
+        for d in dict.fromkeys(folders):  # the renames themselves reach the disk
+            try:
+                fd = os.open(d, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass  # some file systems cannot fsync a folder; the data itself is synced
+
+
+def finite_problem(a, bf16):
+    """'' when every value of a (fp32) is finite, and stays finite rounded to bf16 if bf16; else the problem."""
+    if not np.isfinite(a).all():
+        return "holds NaN or inf"
+    if bf16 and ((bf16_rne(a) & np.uint16(0x7FFF)) == np.uint16(0x7F80)).any():
+        return "holds values beyond bf16's range (they round to inf)"
+    return ""
 
 
 def hf_shapes(cfg):
@@ -114,15 +237,23 @@ def read_config(folder):
     def bad(what):
         die(f"'{path}': {what}; our trainer computes GPT-2 exactly as transformers does only without it")
 
+    if not isinstance(c, dict):
+        die(f"'{path}': holds a JSON {type(c).__name__}, not an object of config fields")
     if c.get("model_type") != "gpt2":
         die(f"'{path}': model_type is {c.get('model_type')!r}, not 'gpt2': only GPT-2 models can be imported")
-    try:
-        V, maxT = int(c.get("vocab_size", 50257)), int(c.get("n_positions", c.get("n_ctx", 1024)))
-        C, L, NH = int(c.get("n_embd", 768)), int(c.get("n_layer", 12)), int(c.get("n_head", 12))
-    except (TypeError, ValueError):
-        die(f"'{path}': vocab_size / n_positions / n_embd / n_layer / n_head must be integers")
-    if min(V, maxT, C, L, NH) < 1 or C % NH:
-        die(f"'{path}': implausible shape vocab_size={V} n_positions={maxT} n_embd={C} n_layer={L} n_head={NH}")
+    fields = {"vocab_size": 50257, "n_positions": c.get("n_ctx", 1024), "n_embd": 768, "n_layer": 12, "n_head": 12}
+    got = {k: c.get(k, default) for k, default in fields.items()}
+    for k, v in got.items():
+        if type(v) is not int:  # not bool, not float: a config writes whole numbers
+            die(f"'{path}': {k} is {v!r}; vocab_size / n_positions / n_embd / n_layer / n_head must be integers")
+    V, maxT, C, L, NH = got.values()
+    Vp = (V + VOCAB_ALIGN - 1) // VOCAB_ALIGN * VOCAB_ALIGN
+    cfg = GPTConfig(maxT, V, Vp, L, NH, C)
+    problem = config_problem(cfg)  # the trainer's bounds, checked before any size is computed from them
+    if problem:
+        die(f"'{path}': implausible shape ({problem}): vocab_size={V} n_positions={maxT} n_embd={C} n_layer={L} "
+            f"n_head={NH}; the trainer takes 1 <= n_layer <= 1024, n_embd <= 65536, n_positions <= 2^20, "
+            f"vocab_size <= 2^24")
     if c.get("n_inner") not in (None, 4 * C):
         bad(f"n_inner is {c['n_inner']}, not 4 * n_embd = {4 * C}")
     if c.get("activation_function", "gelu_new") not in GELU_TANH:
@@ -134,8 +265,7 @@ def read_config(folder):
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
         if c.get(flag, False):
             bad(f"{flag} is true")
-    Vp = (V + VOCAB_ALIGN - 1) // VOCAB_ALIGN * VOCAB_ALIGN
-    return GPTConfig(maxT, V, Vp, L, NH, C), bool(c.get("tie_word_embeddings", True))
+    return cfg, bool(c.get("tie_word_embeddings", True))
 
 
 def weight_files(folder):
@@ -148,10 +278,17 @@ def weight_files(folder):
         if os.path.isfile(ipath):
             try:
                 with open(ipath) as f:
-                    shards = sorted(set(json.load(f)["weight_map"].values()))
-            except (OSError, ValueError, KeyError, AttributeError) as e:
+                    index_json = json.load(f)
+            except (OSError, ValueError) as e:
                 die(f"'{ipath}': not a valid shard index ({e})")
-            return [os.path.join(folder, s) for s in shards]
+            wmap = index_json.get("weight_map") if isinstance(index_json, dict) else None
+            if not isinstance(wmap, dict) or not wmap:
+                die(f"'{ipath}': not a valid shard index (no \"weight_map\" object of tensor name -> file name)")
+            for name, shard in wmap.items():
+                if not isinstance(shard, str) or shard in ("", ".", "..") or os.path.basename(shard) != shard:
+                    die(f"'{ipath}': not a valid shard index (weight_map[{name!r}] is {shard!r}, not a file name "
+                        f"in this folder)")
+            return [os.path.join(folder, s) for s in sorted(set(wmap.values()))]
     die(f"'{folder}' has no model.safetensors or pytorch_model.bin")
 
 
@@ -191,6 +328,8 @@ class HFTensors:
         path, full = self.where[short]
         if path in self.loaded:
             t = self.loaded[path][full]
+            if not isinstance(t, torch.Tensor):
+                die(f"'{path}': {full} is a {type(t).__name__}, not a tensor")
         else:
             from safetensors import safe_open
             try:
@@ -246,8 +385,9 @@ def checkpoint_chunks(tensors, cfg, version, src):
         parts = []
         for n in names:
             t = tensors.get(n).float()  # fp16 / bf16 sources widen exactly
-            if not torch.isfinite(t).all():
-                die(f"'{src}': tensor {n} holds NaN or inf")
+            problem = finite_problem(t.numpy(), version == 5)
+            if problem:
+                die(f"'{src}': tensor {n} {problem}")
             parts.append((t.t() if conv else t).contiguous().reshape(-1))  # Conv1D (in, out) -> (out, in)
         if our == "wte":  # padded rows V..Vp-1 are zero
             parts.append(torch.zeros((cfg.padded_vocab_size - cfg.vocab_size) * cfg.channels))
@@ -261,6 +401,7 @@ def checkpoint_chunks(tensors, cfg, version, src):
 
 def cmd_import(args):
     version = 3 if args.dtype == "fp32" else 5
+    not_a_folder(args.out)
     folder = resolve_source(args.src)
     say(f"reading {folder}")
     cfg, tied = read_config(folder)
@@ -274,20 +415,17 @@ def cmd_import(args):
     say(f"writing {args.out} (checkpoint v{version}, {args.dtype}, {(1024 + n * (4 if version == 3 else 2)) / 2**20:,.1f} MiB)")
     h = header(MODEL_MAGIC, version, cfg.max_seq_len, cfg.vocab_size, cfg.num_layers, cfg.num_heads,
                cfg.channels, cfg.padded_vocab_size)
-    try:
-        write_atomic(args.out, itertools.chain([h], checkpoint_chunks(tensors, cfg, version, folder)))
-    except SystemExit:  # a NaN found while streaming: leave no partial file behind
-        if os.path.exists(args.out + ".tmp"):
-            os.remove(args.out + ".tmp")
-        raise
+    with Output() as out:  # a NaN found while streaming leaves nothing behind
+        out.write(args.out, itertools.chain([h], checkpoint_chunks(tensors, cfg, version, folder)))
+        out.commit()
     say(f"done: {args.out}")
 
 
 # ------------------------------------------------------------------------------------------------
 # export
 
-def write_safetensors(path, named_arrays, total_bytes_by_name, metadata):
-    """safetensors file written tensor by tensor: 8-byte header length, JSON header, raw little-endian data.
+def safetensors_chunks(named_arrays, total_bytes_by_name, metadata):
+    """A safetensors file, tensor by tensor: 8-byte header length, JSON header, raw little-endian data.
     named_arrays yields (name, numpy array); total_bytes_by_name gives (name, dtype tag, shape, nbytes) ahead
     of time, in the same order, for the header."""
     hdr, offset = {"__metadata__": metadata}, 0
@@ -296,22 +434,42 @@ def write_safetensors(path, named_arrays, total_bytes_by_name, metadata):
         offset += nbytes
     blob = json.dumps(hdr, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)  # data starts 8-byte aligned, as the safetensors writer does
+    yield np.uint64(len(blob)).tobytes() + blob
+    yield from (a for _, a in named_arrays)
 
-    def chunks():
-        yield np.frombuffer(np.uint64(len(blob)).tobytes() + blob, dtype=np.uint8)
-        yield from (a for _, a in named_arrays)
-    write_atomic(path, chunks())
+
+def read_checkpoint(path):
+    """-> (version, GPTConfig, fp32 array). The header is checked against the trainer's bounds before the
+    body is read; read_model_file then checks the size and reads it."""
+    try:
+        with open(path, "rb") as f:
+            h = np.frombuffer(f.read(HEADER_INTS * 4), dtype=np.int32)
+    except OSError as e:
+        die(f"'{path}': cannot read it ({e.strerror})")
+    if h.size == HEADER_INTS and h[0] == MODEL_MAGIC and h[1] in (3, 5):
+        cfg = GPTConfig(*(int(h[i]) for i in (2, 3, 7, 4, 5, 6)))
+        problem = config_problem(cfg)
+        if problem:
+            die(f"'{path}': implausible model header ({problem}): L={cfg.num_layers} NH={cfg.num_heads} "
+                f"C={cfg.channels} maxT={cfg.max_seq_len} V={cfg.vocab_size} Vp={cfg.padded_vocab_size}")
+    try:
+        cfg, flat = read_model_file(path)  # validates magic, version, header and size
+    except OSError as e:
+        die(f"'{path}': cannot read it ({e.strerror})")
+    return int(h[1]), cfg, flat
 
 
 def cmd_export(args):
     if not os.path.isfile(args.model):
         die(f"'{args.model}': no such file")
-    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
+    if os.path.lexists(args.out_dir) and not os.path.isdir(args.out_dir):
         die(f"'{args.out_dir}' exists and is not a folder")
-    with open(args.model, "rb") as f:
-        version = int(np.frombuffer(f.read(8).ljust(8, b"\0"), dtype=np.int32)[1])
+    st = os.path.join(args.out_dir, "model.safetensors")
+    config_path = os.path.join(args.out_dir, "config.json")
+    not_a_folder(st)
+    not_a_folder(config_path)
     say(f"reading {args.model}")
-    cfg, flat = read_model_file(args.model)  # validates magic, version, header and size
+    version, cfg, flat = read_checkpoint(args.model)
     V, Vp, C, L = cfg.vocab_size, cfg.padded_vocab_size, cfg.channels, cfg.num_layers
     say(f"checkpoint v{version}: L={L} NH={cfg.num_heads} C={C} maxT={cfg.max_seq_len} V={V} (Vp={Vp}), "
         f"{flat.size:,} parameters")
@@ -321,40 +479,45 @@ def cmd_export(args):
                                                              4 * C, 4 * C * C, C)] + [C, C]
     ends = np.cumsum(sizes)
     views = [flat[e - s:e] for s, e in zip(sizes, ends)]
+    ours = ["ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw",
+            "fcprojb"]
     ours_shape = {"attn.c_attn.weight": (3 * C, C), "attn.c_proj.weight": (C, C), "mlp.c_fc.weight": (4 * C, C),
                   "mlp.c_proj.weight": (C, 4 * C)}
-    plan = [("transformer.wte.weight", lambda: views[0][:V * C].reshape(V, C)),  # padded rows dropped
-            ("transformer.wpe.weight", lambda: views[1].reshape(cfg.max_seq_len, C))]
+    # (HF name, our name, getter)
+    plan = [("transformer.wte.weight", "wte", lambda: views[0][:V * C].reshape(V, C)),  # padded rows dropped
+            ("transformer.wpe.weight", "wpe", lambda: views[1].reshape(cfg.max_seq_len, C))]
     for k, (name, conv) in enumerate(LAYER_TENSORS):
         per = sizes[2 + k] // L
         for i in range(L):
             def get(v=views[2 + k], i=i, per=per, name=name, conv=conv):
                 a = v[i * per:(i + 1) * per]
                 return a.reshape(ours_shape[name]).T if conv else a  # ours (out, in) -> Conv1D (in, out)
-            plan.append((f"transformer.h.{i}.{name}", get))
-    plan += [("transformer.ln_f.weight", lambda: views[14]), ("transformer.ln_f.bias", lambda: views[15])]
+            plan.append((f"transformer.h.{i}.{name}", f"{ours[k]} layer {i}", get))
+    plan += [("transformer.ln_f.weight", "lnfw", lambda: views[14]),
+             ("transformer.ln_f.bias", "lnfb", lambda: views[15])]
 
+    bf16 = args.dtype == "bf16"
+    for n, our, get in plan:  # before anything is written
+        problem = finite_problem(get(), bf16)
+        if problem:
+            die(f"'{args.model}': tensor {our} ({n}) {problem}; not exported")
     shapes = {"transformer." + n: s for n, s in hf_shapes(cfg).items()}
-    tag, width = ("F32", 4) if args.dtype == "fp32" else ("BF16", 2)
-    index = [(n, tag, shapes[n], int(np.prod(shapes[n])) * width) for n, _ in plan]
+    tag, width = ("BF16", 2) if bf16 else ("F32", 4)
+    index = [(n, tag, shapes[n], int(np.prod(shapes[n])) * width) for n, _, _ in plan]
     padded = views[0][V * C:]
     if padded.size and np.any(padded != 0):
         say(f"note: wte rows {V}..{Vp - 1} are not zero; they are padding and are dropped")
 
     def arrays():
         last = 0
-        for j, (n, get) in enumerate(plan):
+        for j, (n, _, get) in enumerate(plan):
             a = np.ascontiguousarray(get(), dtype=np.float32)
-            yield n, (a if args.dtype == "fp32" else bf16_rne(a))
+            yield n, (bf16_rne(a) if bf16 else a)
             pct = 100 * (j + 1) // len(plan)
             if pct >= last + 10 or j + 1 == len(plan):
                 say(f"  {j + 1}/{len(plan)} tensors ({pct}%)")
                 last = pct
 
-    os.makedirs(args.out_dir, exist_ok=True)
-    st = os.path.join(args.out_dir, "model.safetensors")
-    say(f"writing {st} ({args.dtype}, {sum(i[3] for i in index) / 2**20:,.1f} MiB)")
-    write_safetensors(st, arrays(), index, {"format": "pt"})
     config = {
         "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
         "vocab_size": V, "n_positions": cfg.max_seq_len, "n_embd": C, "n_layer": L, "n_head": cfg.num_heads,
@@ -363,10 +526,14 @@ def cmd_export(args):
         "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False,
         "tie_word_embeddings": True, "use_cache": True,
         "bos_token_id": min(50256, V - 1), "eos_token_id": min(50256, V - 1),
-        "dtype": "float32" if args.dtype == "fp32" else "bfloat16",
+        "dtype": "bfloat16" if bf16 else "float32",
     }
-    write_atomic(os.path.join(args.out_dir, "config.json"),
-                 [np.frombuffer(json.dumps(config, indent=2).encode() + b"\n", dtype=np.uint8)])
+    with Output() as out:  # both files appear together, or neither (nor a folder made for them)
+        out.folder(args.out_dir)
+        say(f"writing {st} ({args.dtype}, {sum(i[3] for i in index) / 2**20:,.1f} MiB)")
+        out.write(st, safetensors_chunks(arrays(), index, {"format": "pt"}))
+        out.write(config_path, [json.dumps(config, indent=2).encode() + b"\n"])
+        out.commit()
     say(f"done: {args.out_dir} (load with transformers.GPT2LMHeadModel.from_pretrained)")
 
 
@@ -389,6 +556,8 @@ def main():
     pe.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
                     help="fp32 (default) or bf16; never fp16 (GPT-2's activations overflow it)")
     args = p.parse_args()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
     torch.set_grad_enabled(False)
     cmd_import(args) if args.cmd == "import" else cmd_export(args)
 

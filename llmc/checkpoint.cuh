@@ -1,6 +1,6 @@
 /*
  * Checkpoints, GPU side: the one save and the one load of model + optimizer state that the trainer and
- * test_gpt2.cu both run. A checkpoint of step S in dir (formats.md): model_S.bin (rank 0), every
+ * test_gpt2.cu both run. Checkpoint S in dir (docs/formats.md "Checkpoint directory"): model_S.bin (rank 0), every
  * rank's state_S_<rank>.bin, then DONE_S (rank 0, after a barrier). Which blocks a state file holds,
  * and reading one on the host, are llmc/checkpoint.h.
  *

@@ -4,7 +4,7 @@
  * checkpoint, uploading one that was read) is llmc/checkpoint.cuh; file formats in llmc/run_state.h
  * and llmc/model_file.h. Also the checkpoint directory: paths, DONE files, leftovers, pruning.
  *
- * State file body (formats.md): AdamW m, AdamW v, then the fp32 master weights when header slot 4 is
+ * State file body (docs/formats.md "Run state"): AdamW m, AdamW v, then the fp32 master weights when header slot 4 is
  * 1; each block holds this process's optimizer shard (all parameters without ZeRO-1), in floats.
  *   BF16 build: the master block is the master copy the update keeps (-w 1), written once it exists
  *     (the first update makes it from the parameters; before that a -w 1 run writes none, and a

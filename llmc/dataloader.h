@@ -1,5 +1,5 @@
 /*
- * Token-shard data loader (formats.md "Token shards", magic 20240520), host only.
+ * Token-shard data loader (docs/formats.md "Token shards", magic 20240520), host only.
  *
  * A shard is 1024 header bytes then n uint16 token ids. Shards are found with glob() and taken in
  * sorted order; init validates every header and file size (not the token ids, see below), so

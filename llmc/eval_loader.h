@@ -1,5 +1,5 @@
 /*
- * Multiple-choice eval loader (formats.md "Multiple-choice eval file", HellaSwag style, magic 20240522).
+ * Multiple-choice eval loader (docs/formats.md "Multiple-choice eval file", HellaSwag style, magic 20240522).
  *
  * The whole file is parsed and validated at init (HellaSwag val is ~10k examples, a few MB). Each
  * example has a context, 4 completions and a label. A batch holds E = floor(B/4) examples x 4

@@ -1,5 +1,5 @@
 /*
- * The one reader of the 256 x int32 header that starts every binary file of the project (formats.md),
+ * The one reader of the 256 x int32 header that starts every binary file (docs/formats.md "File header"),
  * host only. Each file format is one row of FILE_FORMATS: its magic, what it is called in messages,
  * and the versions this build reads. Every reader (model file, debug state, run state, token shard,
  * eval file, tokenizer) opens its file through file_header_open / file_header_check, so a file that

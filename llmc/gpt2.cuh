@@ -52,7 +52,7 @@
 // ----------------------------------------------------------------------------
 // parameters
 
-// Pointers into one flat buffer, in checkpoint order (formats.md).
+// Pointers into one flat buffer, in checkpoint order (docs/formats.md "Model checkpoint").
 struct ParameterTensors {
     floatX* wte;       // (Vp, C)
     floatX* wpe;       // (maxT, C)
@@ -292,9 +292,10 @@ inline void gpt2_update_join(GPT2* model, bool host = true) {
     model->update.pending = false;
 }
 
-// llm.c's random initialisation, bit for bit (gpt2_init_params_random): N(0, 0.02) weights, residual
-// projections N(0, 0.02/sqrt(2L)), zero biases, LayerNorm weights 1, wte rows >= V zero; mt19937 seeded
-// with `seed` (llm.c: 42), drawn on the host on up to 32 threads. Returns the threads used.
+// llm.c's random initialisation, bit for bit (gpt2_init_params_random; docs/formats.md "Random
+// initialisation"): N(0, 0.02) weights, residual projections N(0, 0.02/sqrt(2L)), zero biases, LayerNorm
+// weights 1, wte rows >= V zero; mt19937 seeded with `seed` (llm.c: 42), drawn on the host on up to 32
+// threads. Returns the threads used.
 inline int gpt2_init_random(GPT2* model, uint64_t seed) {
     const size_t bytes = model->num_parameters * sizeof(floatX);
     std::unique_ptr<uint8_t[]> host(new uint8_t[bytes]);  // not zeroed here: the workers touch their pages

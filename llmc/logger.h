@@ -1,5 +1,5 @@
 /*
- * main.log writer in llm.c's line format (formats.md), so llm.c's plotting and ours read either:
+ * main.log writer in llm.c's line format (docs/formats.md "main.log"), so llm.c's plotting and ours read either:
  *   s:%d trl:%.4f lr:%.6f norm:%.2f     train step: loss, learning rate, grad norm
  *   s:%d tel:%.4f                       val loss
  *   s:%d eval:%.4f                      multiple-choice eval accuracy

@@ -2,7 +2,7 @@
  * GPT-2 model files on the host (no CUDA): the configuration, the parameter layout shared by the
  * checkpoint and the GPU buffers, checkpoint read/write, and the debug-state reader for the GPU test.
  *
- * Checkpoint (formats.md, magic 20240326): 256 x int32 header, then the 16 parameter tensors back to
+ * Checkpoint (docs/formats.md "Model checkpoint", 20240326): 256 x int32 header, then the 16 parameter tensors back to
  * back in checkpoint order (gpt2_param_sizes), fp32 (version 3) or raw bf16 bits (version 5).
  * Reads convert to the dtype the caller wants; fp32 -> bf16 rounds to nearest even, so a v5 file
  * written from fp32 parameters holds exactly what model_file_read_params(.., BF16) gives for the v3 file.
@@ -346,7 +346,7 @@ inline std::vector<InitDraw> gpt2_init_draws(const GPT2Config& c) {
     return draws;
 }
 
-// llm.c's random initialisation (gpt2_build_from_random), bit for bit: mt19937 seeded with `seed` (llm.c
+// llm.c's random initialisation (gpt2_build_from_random; docs/formats.md "Random initialisation"), bit for bit: mt19937 seeded with `seed` (llm.c
 // always uses 42), llm.c's normal_ (mt19937_normal) for each of gpt2_init_draws in order; LayerNorm
 // weights 1; biases and wte's padded rows 0; every value converted to `dtype` (bf16: round to nearest
 // even, as llm.c's (floatX) cast). Written to out in checkpoint order; returns the threads used.

@@ -1,12 +1,12 @@
 /*
- * Optimizer/run state files (formats.md "Optimizer/run state", magic 20240527), host only. One file
+ * Optimizer/run state files (docs/formats.md "Run state", magic 20240527), host only. One file
  * per process: DIR/state_%08d_%05d.bin (step, rank); the checkpoint directory (paths, DONE, leftovers,
  * pruning) is llmc/checkpoint.h.
  *
  * Header slots (int32; u64 values low word first):
  *   0 magic 20240527, 1 version 1, 2 num_processes, 3 process_rank, 4 use_master_weights,
  *   5 data loader shuffles, 10 step, 20-21 RNG state, 22-23 RNG state before the last update,
- *   30-31 shard index, 32-33 sample index                                    (formats.md)
+ *   30-31 shard index, 32-33 sample index                 (docs/formats.md "Run state")
  *   6 = 2: slots 40-41 hold a 64-bit checksum of the whole file: the header (with slots 40-41 read as
  *          0) then everything after it, so a flipped step, RNG or epoch slot is caught too (ours;
  *          files of earlier builds have 1 here, a checksum of the body only: refused with a message)

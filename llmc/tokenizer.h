@@ -1,5 +1,5 @@
 /*
- * Decode-only GPT-2 tokenizer for printing samples: reads gpt2_tokenizer.bin (formats.md: uint32 header,
+ * Decode-only GPT-2 tokenizer for printing samples: reads gpt2_tokenizer.bin (docs/formats.md "Tokenizer": header
  * magic 20240328, version 1 or 2, vocab size, end-of-text id (v2); then per id a uint8 length and the
  * raw bytes). Header-only, no regex library needed.
  *

@@ -166,7 +166,7 @@ inline void atomic_file_commit(AtomicFile& f) {
 }
 
 // ----------------------------------------------------------------------------
-// Common 256 x int32 file header (formats.md): every binary file of the ecosystem starts with one.
+// Common 256 x int32 file header (docs/formats.md "File header"): every binary file of the ecosystem starts with one.
 
 constexpr int FILE_HEADER_INTS = 256;
 constexpr size_t FILE_HEADER_BYTES = FILE_HEADER_INTS * sizeof(int32_t);

@@ -1,7 +1,7 @@
 /*
  * Dataset preparation with the GPT-2 tokenizer (used by dev/data/prepare_dataset.cpp and its tests).
  *
- * Token shards (formats.md, magic 20240520 v1): 256 x int32 header {magic, 1, n}, then n uint16 ids;
+ * Token shards (docs/formats.md "Token shards", 20240520 v1): 256 x int32 header {magic, 1, n}, then n uint16 ids;
  * file size exactly 1024 + 2n. Every document is preceded by <|endoftext|> (50256); documents run on
  * across shard boundaries. Shard 0 is the val split (<name>_val_000000.bin), shards 1, 2, ... are train
  * (<name>_train_000001.bin, ...). The set is all-or-nothing: prepare_shards writes every shard into a
@@ -15,7 +15,7 @@
  * file holds one document per line in its "text" field. Batches of documents are tokenized by a pool of
  * threads and emitted in input order, so the shards do not depend on the thread count.
  *
- * Multiple-choice eval file (formats.md, magic 20240522 v1) from HellaSwag-style JSON lines
+ * Eval file (docs/formats.md "Multiple-choice eval file", magic 20240522 v1) from HellaSwag-style JSON lines
  * {"ctx": str, "endings": [4 x str], "label": 0..3}: per example the uint16 stream
  * 65535, example bytes, index, label, 4, context length, context ids, then per ending its length and
  * ids (endings tokenized with a leading space).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a small seed corpus per reader into DIR/<harness>/ (one or two valid files each, laid out as
-formats.md describes), for dev/fuzz/fuzz_check.sh. Standard library only."""
+docs/formats.md describes), for dev/fuzz/fuzz_check.sh. Standard library only."""
 import os
 import struct
 import sys

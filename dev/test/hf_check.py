@@ -14,6 +14,7 @@ the unrounded fp32 logits is then exactly bf16 weight rounding, printed for info
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -46,10 +47,35 @@ def check(ok, what):
         failures.append(what)
 
 
-def hf_py(*args, env=None):
-    r = subprocess.run([sys.executable, HF_PY, *args], capture_output=True, text=True,
-                       env={**os.environ, **(env or {})})
+def hf_py(*args, env=None, timeout=600, data_limit=None):
+    """-> (exit code, stdout + stderr); exit code None when it ran past timeout seconds (then killed).
+    data_limit: bytes of heap (RLIMIT_DATA) it may take, so a runaway allocation fails instead of swamping RAM."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_DATA, (data_limit, data_limit))
+    try:
+        r = subprocess.run([sys.executable, HF_PY, *args], capture_output=True, text=True,
+                           env={**os.environ, **(env or {})}, timeout=timeout,
+                           preexec_fn=limit if data_limit else None)
+    except subprocess.TimeoutExpired:
+        return None, f"still running after {timeout} s (killed)"
     return r.returncode, r.stdout + r.stderr
+
+
+def leftovers(folder):
+    """Temp files (*.tmp) in folder, which a refused or finished run must not leave."""
+    return sorted(f for f in os.listdir(folder) if f.endswith(".tmp")) if os.path.isdir(folder) else []
+
+
+def refused(what, args, pattern, absent=(), clean=()):
+    """dev/hf.py *args must exit 1 with one 'error:' line matching pattern and no traceback; no path in absent
+    may exist afterwards and no folder in clean may hold a *.tmp file. Within 2 minutes and 4 GiB of heap:
+    a refusal happens before anything large is allocated."""
+    rc, msg = hf_py(*args, timeout=120, data_limit=4 << 30)
+    errors = [line for line in msg.splitlines() if re.match(r"(hf\.py: )?error:", line)]
+    left = [p for p in absent if os.path.lexists(p)] + [t for d in clean for t in leftovers(d)]
+    ok = rc == 1 and re.search(pattern, msg) is not None and len(errors) == 1 and "Traceback" not in msg
+    check(ok and not left, f"{args[0]} refuses {what}: rc {rc}, "
+          f"{errors[-1] if errors else msg.strip()[-300:]!r}" + (f"; left behind: {left}" if left else ""))
 
 
 def run_ok(*args, env=None):
@@ -304,34 +330,233 @@ def mode_bad(work):
         ("uncached short hub name", "gpt2", "not in the local Hugging Face cache"),
         ("no such folder", os.path.join(work, "nonexistent"), "no such folder"),
     ]
+    # config.json and shard indexes of the wrong JSON type; shapes beyond the trainer's bounds
+    def write(name, text):
+        return lambda d: open(os.path.join(d, name), "w").write(text)
+
+    def sharded(weight_map):
+        """the weights as one shard named by model.safetensors.index.json, weight_map(tensor names) its map"""
+        def f(d):
+            os.rename(os.path.join(d, "model.safetensors"), os.path.join(d, "model-00001-of-00001.safetensors"))
+            names = list(load_file(os.path.join(d, "model-00001-of-00001.safetensors")))
+            with open(os.path.join(d, "model.safetensors.index.json"), "w") as fh:
+                json.dump(weight_map(names), fh)
+        return f
+
+    shard = "model-00001-of-00001.safetensors"
+    cases += [
+        ("config a JSON list", variant("cfglist", files=write("config.json", "[1, 2]")), "holds a JSON list"),
+        ("config a JSON string", variant("cfgstr", files=write("config.json", '"gpt2"')), "holds a JSON str"),
+        ("n_head true", variant("headbool", config={"n_head": True}), "n_head is True;.* must be integers"),
+        ("n_layer 10^9", variant("huge", config={"n_layer": 10 ** 9}),
+         "implausible shape \\(num_layers out of range\\)"),
+        ("n_embd 2^17", variant("wide", config={"n_embd": 1 << 17, "n_head": 1}),
+         "implausible shape \\(channels out of range\\)"),
+        ("index weight_map values lists", variant("idxlist", files=sharded(lambda ns: {
+            "metadata": {}, "weight_map": {n: [shard] for n in ns}})), "weight_map\\[.*\\] is \\[.*not a file name"),
+        ("index weight_map mixed types", variant("idxmixed", files=sharded(lambda ns: {
+            "weight_map": {n: (shard if k else 3) for k, n in enumerate(ns)}})), "is 3, not a file name"),
+        ("index a JSON list", variant("idxarray", files=sharded(lambda ns: [shard])), "no \"weight_map\" object"),
+        ("index naming a file outside the folder", variant("idxout", files=sharded(lambda ns: {
+            "weight_map": {n: f"../good/model.safetensors" for n in ns}})), "not a file name in this folder"),
+        ("inf weight", variant("inf", tensors=put("transformer.h.0.attn.c_attn.weight", torch.full((C, 3 * C),
+                                                                                                  float("-inf")))),
+         "tensor h.0.attn.c_attn.weight holds NaN or inf"),
+    ]
+    out = os.path.join(work, "out.bin")
     for what, src, pattern in cases:
-        out = os.path.join(work, "out.bin")
-        rc, msg = hf_py("import", src, out)
-        lines = [line for line in msg.splitlines() if "error" in line]
-        check(rc == 1 and re.search(pattern, msg) is not None and len(lines) == 1 and not os.path.exists(out)
-              and not os.path.exists(out + ".tmp"),
-              f"import refuses {what}: rc {rc}, {lines[-1] if lines else msg.strip()[-200:]!r}")
+        if os.path.lexists(out):
+            os.remove(out)  # an earlier case that was wrongly accepted
+        refused(what, ("import", src, out), pattern, absent=[out], clean=[work])
+
+    big = variant("big", tensors=put("transformer.h.1.mlp.c_proj.bias", torch.full((C,), 3.4e38)))
+    run_ok("import", big, out)  # fp32 holds it
+    os.remove(out)
+    refused("fp32 weight beyond bf16's range, --dtype bf16", ("import", big, out, "--dtype", "bf16"),
+            "tensor h.1.mlp.c_proj.bias holds values beyond bf16's range", absent=[out], clean=[work])
+
+    # where the output cannot go: a folder, a read-only or unwritable place, under a file
+    outdir = os.path.join(work, "outdir")
+    os.mkdir(outdir)
+    refused("OUT an existing folder", ("import", good, outdir), f"'{re.escape(outdir)}' is a folder",
+            clean=[work, outdir])
+    check(os.listdir(outdir) == [], "OUT an existing folder: the folder is left as it was (empty)")
+    a_file = os.path.join(work, "a_file")
+    open(a_file, "w").write("x")
+    refused("OUT under a file", ("import", good, os.path.join(a_file, "out.bin")), "exists and is not a folder",
+            clean=[work])
+    deep = os.path.join(work, "new1", "new2", "out.bin")
+    refused("a NaN weight, OUT in folders to be made", ("import", os.path.join(work, "nan"), deep),
+            "holds NaN or inf", absent=[os.path.join(work, "new1")])
+    sys_out = "/sys/hf_check_out.bin"
+    if unwritable_as_anyone(sys_out):
+        refused("OUT on a file system that refuses new files (/sys)", ("import", good, sys_out),
+                "cannot create a file next to it", absent=[sys_out])
+    else:
+        check(False, f"setup: {sys_out} could be created (the check needs /sys to refuse new files)")
+    ro = os.path.join(work, "readonly")
+    os.mkdir(ro)
+    os.chmod(ro, 0o555)
+    if os.geteuid() != 0:
+        refused("OUT in a mode 0555 folder", ("import", good, os.path.join(ro, "out.bin")),
+                "cannot create a file next to it|Permission denied", clean=[ro])
+    else:
+        print("skip  OUT in a mode 0555 folder: root writes there anyway (the /sys case is the unwritable one)")
+
+    # a symlink planted at the old fixed temp name is not followed; the output replaces no symlink
+    victim = os.path.join(work, "victim")
+    open(victim, "w").write("victim")
+    sym_out = os.path.join(work, "sym.bin")
+    os.symlink(victim, sym_out + ".tmp")
+    run_ok("import", good, sym_out)
+    check(open(victim, "rb").read() == b"victim" and not os.path.islink(sym_out) and
+          body(sym_out) == body(write_good_ckpt(work, good)),
+          "import with a symlink planted at OUT.tmp: the symlink's target is untouched, OUT is a new file")
+    if os.path.lexists(sym_out + ".tmp"):
+        os.remove(sym_out + ".tmp")
+    check(leftovers(work) == [], f"no temp files after a successful import: {leftovers(work)}")
+    exclusive_temp_check(work)
 
     # export: bad checkpoint files
-    ckpt = os.path.join(work, "good.bin")
-    run_ok("import", good, ckpt)
+    ckpt = write_good_ckpt(work, good)
     data = open(ckpt, "rb").read()
     bad_magic, truncated = os.path.join(work, "bad_magic.bin"), os.path.join(work, "truncated.bin")
     open(bad_magic, "wb").write(b"\x00\x01\x02\x03" + data[4:])
     open(truncated, "wb").write(data[:len(data) - 100])
-    a_file = os.path.join(work, "a_file")
-    open(a_file, "w").write("x")
+    huge = os.path.join(work, "huge.bin")
+    h = np.frombuffer(data[:1024], np.int32).copy()
+    h[4] = 10 ** 9  # num_layers
+    open(huge, "wb").write(h.tobytes() + data[1024:])
+
+    def poisoned(name, offset, value):  # ckpt with one value at this fp32 index set
+        path = os.path.join(work, name)
+        flat = np.frombuffer(data[1024:], np.float32).copy()
+        flat[offset] = value
+        open(path, "wb").write(data[:1024] + flat.tobytes())
+        return path
+
+    cfg, _ = read_model_file(ckpt)
+    Vp, C_, L = cfg.padded_vocab_size, cfg.channels, cfg.num_layers
+    fcw_layer1 = Vp * C_ + cfg.max_seq_len * C_ + L * (C_ + C_ + 3 * C_ * C_ + 3 * C_ + C_ * C_ + C_ + C_ + C_) \
+        + 4 * C_ * C_ + 5  # the 6th value of layer 1's fcw
+    nan_ckpt = poisoned("nan.bin", fcw_layer1, np.nan)
+    inf_ckpt = poisoned("inf.bin", 7, np.inf)  # wte row 0
+    big_ckpt = poisoned("big.bin", len(flat_of(data)) - 1, 3.4e38)  # lnfb's last value
+    exports = os.path.join(work, "exports")  # where the refused exports would go: nothing may appear there
+    os.mkdir(exports)
+    e = [os.path.join(exports, f"e{i}") for i in range(12)]
     for what, args, pattern in [
-        ("bad magic", (bad_magic, os.path.join(work, "e1")), "is not a model file \\(bad magic"),
-        ("truncated file", (truncated, os.path.join(work, "e2")), "bytes but its header implies"),
-        ("missing file", (os.path.join(work, "nope.bin"), os.path.join(work, "e3")), "no such file"),
-        ("output is a file", (ckpt, a_file), "exists and is not a folder"),
-        ("fp16", (ckpt, os.path.join(work, "e4"), "--dtype", "fp16"), "invalid choice: 'fp16'"),
+        ("bad magic", (bad_magic, e[1]), "is not a model file \\(bad magic"),
+        ("truncated file", (truncated, e[2]), "bytes but its header implies"),
+        ("missing file", (os.path.join(work, "nope.bin"), e[3]), "no such file"),
+        ("fp16", (ckpt, e[4], "--dtype", "fp16"), "invalid choice: 'fp16'"),
+        ("num_layers 10^9 in the header", (huge, e[5]), "implausible model header \\(num_layers out of range|implies"),
+        ("a NaN weight", (nan_ckpt, e[6]),
+         "tensor fcw layer 1 \\(transformer.h.1.mlp.c_fc.weight\\) holds NaN or inf; not exported"),
+        ("an inf weight", (inf_ckpt, e[7]), "tensor wte \\(transformer.wte.weight\\) holds NaN or inf"),
+        ("a weight beyond bf16's range, --dtype bf16", (big_ckpt, e[8], "--dtype", "bf16"),
+         "tensor lnfb \\(transformer.ln_f.bias\\) holds values beyond bf16's range"),
     ]:
-        rc, msg = hf_py("export", *args)
-        check(rc == 1 and re.search(pattern, msg) is not None and
-              not os.path.exists(os.path.join(args[1], "model.safetensors")),
-              f"export refuses {what}: rc {rc}, {msg.strip().splitlines()[-1]!r}")
+        refused(what, ("export", *args), pattern, absent=[args[1]], clean=[exports])
+    refused("output is a file", ("export", ckpt, a_file), "exists and is not a folder", clean=[exports])
+    check(open(a_file, "rb").read() == b"x", "export onto a file leaves the file as it was")
+    run_ok("export", big_ckpt, e[9])  # fp32 holds it
+
+    sys_dir = "/sys/hf_check_export"
+    if unwritable_as_anyone(sys_dir):
+        refused("OUT_DIR where no folder can be made (/sys)", ("export", ckpt, sys_dir),
+                "cannot create the folder", absent=[sys_dir])
+    else:
+        check(False, f"setup: {sys_dir} could be created (the check needs /sys to refuse new files)")
+    for name in ("model.safetensors", "config.json"):  # the other file must not appear either
+        d = os.path.join(work, f"ex_{name}")
+        os.makedirs(os.path.join(d, name))
+        refused(f"OUT_DIR/{name} a folder", ("export", ckpt, d), f"{re.escape(name)}' is a folder", clean=[d])
+        check(os.listdir(d) == [name], f"export with OUT_DIR/{name} a folder writes nothing: {os.listdir(d)}")
+
+    # symlinks planted at the old fixed temp names are not followed
+    d = os.path.join(work, "ex_sym")
+    os.mkdir(d)
+    for name in ("model.safetensors", "config.json"):
+        os.symlink(victim, os.path.join(d, name + ".tmp"))
+    run_ok("export", ckpt, d)
+    check(open(victim, "rb").read() == b"victim" and
+          all(os.path.isfile(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n))
+              for n in ("model.safetensors", "config.json")) and load_hf(d) is not None,
+          "export with symlinks planted at model.safetensors.tmp / config.json.tmp: their target is untouched")
+    for name in ("model.safetensors", "config.json"):
+        if os.path.lexists(os.path.join(d, name + ".tmp")):
+            os.remove(os.path.join(d, name + ".tmp"))
+    check(leftovers(d) == [], f"no temp files after a successful export: {leftovers(d)}")
+
+
+def flat_of(data):
+    return np.frombuffer(data[1024:], np.float32)
+
+
+def write_good_ckpt(work, good):
+    path = os.path.join(work, "good.bin")
+    if not os.path.exists(path):
+        run_ok("import", good, path)
+    return path
+
+
+def unwritable_as_anyone(path):
+    """True when path cannot be created even by root (sysfs refuses new files: EACCES, or EROFS read-only)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except OSError:
+        return True
+    os.remove(path)
+    return False
+
+
+def exclusive_temp_check(work):
+    """Output.write creates its temp file exclusively and never through a symlink: with the random part of
+    the name forced, a symlink planted at the first name is skipped and its target left alone."""
+    import importlib.util
+    sys.dont_write_bytecode = True  # no dev/__pycache__ from this import
+    spec = importlib.util.spec_from_file_location("hf", HF_PY)
+    hf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hf)
+    victim = os.path.join(work, "victim2")
+    open(victim, "w").write("victim")
+    target = os.path.join(work, "excl.bin")
+    os.symlink(victim, target + ".aaaa.tmp")
+    names = iter(["aaaa", "bbbb"])
+    real = hf.secrets.token_hex if hasattr(hf, "secrets") else None
+    used = None
+    try:
+        hf.secrets.token_hex = lambda n: next(names)
+        with hf.Output() as out:
+            out.write(target, [b"new"])
+            used = out.temps[0][0]
+            out.commit()
+    except Exception as e:  # SystemExit (a die()) is not caught: that is a failure too
+        print(f"  {type(e).__name__}: {e}")
+    finally:
+        if real:
+            hf.secrets.token_hex = real
+    check(open(victim, "rb").read() == b"victim" and os.path.isfile(target) and open(target, "rb").read() == b"new" and
+          used == target + ".bbbb.tmp" and os.path.islink(target + ".aaaa.tmp"),
+          f"Output.write: a symlink at the first temp name is not followed; it used {used}")
+    os.remove(target + ".aaaa.tmp")
+
+    # interrupted mid-write (as SIGINT / SIGTERM or a failing tensor would): no temp file, no output, and
+    # the folders made for it are gone
+    deep = os.path.join(work, "int1", "int2", "out.bin")
+
+    def chunks():
+        yield b"partial"
+        raise KeyboardInterrupt
+    try:
+        with hf.Output() as out:
+            out.write(deep, chunks())
+            out.commit()
+    except KeyboardInterrupt:
+        pass
+    check(not os.path.lexists(os.path.join(work, "int1")) and leftovers(work) == [],
+          "Output.write interrupted mid-file: no temp file, no output, no folder left")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// Tests for llmc/eval_loader.h on a hand-made multiple-choice file (formats.md, magic 20240522):
+// Tests for llmc/eval_loader.h on a hand-made eval file (docs/formats.md "Multiple-choice eval file", 20240522):
 // batch layout (inputs, targets, mask), process interleaving, scoring, and clear errors.
 #include <gtest/gtest.h>
 

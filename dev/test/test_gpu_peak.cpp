@@ -34,7 +34,7 @@ TEST(GpuPeak, MfuOfGpt2d12) {
     GPT2Config cfg;
     ASSERT_TRUE(gpt2_config_from_descriptor("d12", &cfg));
     const double fpt = gpt2_flops_per_token((double)gpt2_num_parameters(cfg), cfg.num_layers, cfg.channels, 1024);
-    EXPECT_DOUBLE_EQ(fpt, 6.0 * 124475904 + 6.0 * 12 * 768 * 1024);  // formats.md: 6N + 6LCT
+    EXPECT_DOUBLE_EQ(fpt, 6.0 * 124475904 + 6.0 * 12 * 768 * 1024);  // docs/formats.md "Step line": 6N + 6LCT
     // 561,240 tok/s on one H200 (README) is 45.6% of 989.4 TFLOP/s; the same total rate on 8 GPUs is 1/8 of that
     EXPECT_NEAR(mfu_percent(fpt, 561240, 1, 989.4e12), 45.58, 0.01);
     EXPECT_NEAR(mfu_percent(fpt, 561240, 8, 989.4e12), 45.58 / 8, 0.01);
