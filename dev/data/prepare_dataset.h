@@ -374,19 +374,27 @@ inline PrepareStats tokenize_documents(std::vector<Gpt2Encoder>& encoders, const
     reader.keep_separator = opt.keep_separator;
     PrepareStats stats;
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::string> docs;
     std::vector<Task> tasks;
     std::vector<std::vector<uint32_t>> results;
-    std::string doc;
-    bool more = true;
-    while (more) {
-        docs.clear();
-        size_t batch = 0;
-        while (batch < opt.batch_bytes && (more = document_reader_next(&reader, &doc))) {
-            batch += doc.size();
-            docs.push_back(std::move(doc));
+    // The next batch is read by its own thread while this one is tokenized, so reading (a pipe's
+    // writer decompressing parquet, a JSON parse) overlaps the encoding instead of idling the pool.
+    struct Batch { std::vector<std::string> docs; size_t bytes = 0; bool more = true; };
+    auto read_batch = [&](Batch* b) {
+        b->docs.clear();
+        b->bytes = 0;
+        std::string doc;
+        while (b->bytes < opt.batch_bytes && (b->more = document_reader_next(&reader, &doc))) {
+            b->bytes += doc.size();
+            b->docs.push_back(std::move(doc));
         }
-        if (docs.empty()) break;
+    };
+    Batch current, ahead;
+    read_batch(&current);
+    while (!current.docs.empty()) {
+        std::thread prefetch;
+        if (current.more) prefetch = std::thread(read_batch, &ahead);
+        const std::vector<std::string>& docs = current.docs;
+        const size_t batch = current.bytes;
         tasks.clear();
         for (size_t d = 0; d < docs.size(); d++) {
             const std::string& s = docs[d];
@@ -420,6 +428,9 @@ inline PrepareStats tokenize_documents(std::vector<Gpt2Encoder>& encoders, const
         }
         stats.documents += docs.size();
         stats.bytes += batch;
+        if (prefetch.joinable()) prefetch.join();
+        else ahead.docs.clear();
+        std::swap(current, ahead);
         if (opt.progress) {
             double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             char done[96] = "";
