@@ -24,11 +24,14 @@ Download: huggingface_hub's snapshot_download of the subset's parquet files (sam
 into the Hugging Face cache ($HF_HOME), resumed if interrupted. Offline, without those files in the
 cache: one line and exit code 1.
 
-Pipeline: this process reads the parquet files with pyarrow and streams the text column, a batch of
-rows at a time and without a per-row Python step, into `prepare_dataset shards --format framed -`
-(the stream format is described in dev/data/prepare_dataset.h), which tokenizes on every core and
-writes the shards. A file without a "text" column, a null text or a file that cannot be read stops
-the run with one line and exit code 1, before any shard is committed.
+Reading: prepare_dataset reads the parquet files itself (Arrow / Parquet C++, built in when the
+pyarrow wheel is installed: `prepare_dataset --features`), on a thread of its own while the tokenizer
+threads work. `--reader python` (the fallback when prepare_dataset was built without them) reads them
+here with pyarrow and streams the text column, a batch of rows at a time and without a per-row Python
+step, into `prepare_dataset shards --format framed -` (the stream format is described in
+dev/data/prepare_dataset.h); measured slower (dev/data/README.md). Either way every file is opened
+first: a file without a "text" column or that cannot be read stops the run with one line and exit code
+1 before any work; a null text found later stops it the same way, and no shard is committed.
 """
 import argparse
 import os
@@ -156,6 +159,8 @@ def main():
     ap.add_argument("--out", help="output directory (default: dev/data/<llm.c's directory>)")
     ap.add_argument("-j", type=int, help="tokenizer threads (default: all cores)")
     ap.add_argument("-q", action="store_true", help="no progress line")
+    ap.add_argument("--reader", choices=["cpp", "python"], help="who reads the parquet files (default: cpp when "
+                    "prepare_dataset has parquet input built in, else python)")
     args = ap.parse_args()
     if args.model_desc != "gpt-2":
         die(f"-m {args.model_desc}: only gpt-2 is supported")
@@ -164,27 +169,40 @@ def main():
     local_dir, subset = SUBSETS[(args.type, args.version)]
     repo_id, name = REPOS[args.type]
     out = args.out or os.path.join(DATA_DIR, local_dir)
-    try:
-        import numpy  # noqa: F401
-        import pyarrow  # noqa: F401
-    except ImportError as e:
-        die(f"{e.name} is not installed (pip install pyarrow numpy)")
-
-    files = list_parquet(args.parquet) if args.parquet else download(repo_id, subset)
-    parquet_files, rows = open_all(files)
-    size = sum(os.path.getsize(f) for f in files)
-    print(f"{len(files)} parquet file{'s' if len(files) != 1 else ''}, {rows:,} documents, {size / 1e9:.2f} GB "
-          f"-> {out}/{name}_{{val,train}}_*.bin", flush=True)
-
     if subprocess.run(["make", "-s", "-C", REPO, "prepare_dataset"]).returncode != 0:
         die("building prepare_dataset failed")
-    cmd = [os.path.join(REPO, "prepare_dataset"), "shards", "--format", "framed", "--out", out, "--name", name,
-           "--shard-size", str(args.shard_size), "--expect-documents", str(rows)]
+    tool = os.path.join(REPO, "prepare_dataset")
+    built_in = subprocess.run([tool, "--features"], capture_output=True, text=True).stdout.strip() == "parquet: yes"
+    reader = args.reader or ("cpp" if built_in else "python")
+    if reader == "cpp" and not built_in:
+        die("--reader cpp: prepare_dataset was built without parquet input (pip install pyarrow, then make prepare_dataset)")
+    if reader == "python":
+        try:
+            import numpy  # noqa: F401
+            import pyarrow  # noqa: F401
+        except ImportError as e:
+            die(f"{e.name} is not installed (pip install pyarrow numpy)")
+
+    files = list_parquet(args.parquet) if args.parquet else download(repo_id, subset)
+    cmd = [tool, "shards", "--out", out, "--name", name, "--shard-size", str(args.shard_size)]
     if args.j:
         cmd += ["-j", str(args.j)]
     if args.q:
         cmd += ["-q"]
+    size = sum(os.path.getsize(f) for f in files)
+    print(f"{len(files)} parquet file{'s' if len(files) != 1 else ''}, {size / 1e9:.2f} GB -> "
+          f"{out}/{name}_{{val,train}}_*.bin (parquet read by {'prepare_dataset' if reader == 'cpp' else 'pyarrow'})",
+          flush=True)
+    if reader == "cpp":
+        sys.exit(subprocess.run(cmd + ["--format", "parquet"] + files).returncode)
+    parquet_files, rows = open_all(files)
+    cmd += ["--format", "framed", "--expect-documents", str(rows)]
     proc = subprocess.Popen(cmd + ["-"], stdin=subprocess.PIPE)
+    try:
+        import fcntl
+        fcntl.fcntl(proc.stdin.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: 1 MiB, fewer switches between the two
+    except (ImportError, OSError):
+        pass
     failure = None
     try:
         for piece in frames(files, parquet_files):

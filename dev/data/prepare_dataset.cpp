@@ -4,10 +4,19 @@
 #include <thread>
 
 #include "dev/data/prepare_dataset.h"
+#ifdef PREPARE_DATASET_PARQUET
+#include "dev/data/parquet_text.h"
+constexpr DocumentSourceOpener PARQUET_OPENER = parquet_text_open;
+constexpr bool HAS_PARQUET = true;
+#else
+constexpr DocumentSourceOpener PARQUET_OPENER = nullptr;   // built without Arrow / Parquet
+constexpr bool HAS_PARQUET = false;
+#endif
 
 static const char* USAGE =
     "usage: prepare_dataset shards --out DIR [options] FILE...\n"
     "       prepare_dataset eval [--vocab DIR] IN.jsonl OUT.bin\n"
+    "       prepare_dataset --features     (prints whether parquet input is built in)\n"
     "shards: tokenize documents (each preceded by <|endoftext|>) into DIR/NAME_val_000000.bin,\n"
     "        DIR/NAME_train_000001.bin, ... (uint16 token shards, magic 20240520). FILE '-' is standard input.\n"
     "        The set is committed all at once by replacing DIR as a whole (other files in DIR are kept):\n"
@@ -17,7 +26,8 @@ static const char* USAGE =
     "  --format F          text: each file is one document (or several, see --separator)\n"
     "                      jsonl: one JSON object per line, the document in its \"text\" field\n"
     "                      framed: batches of documents as dev/data/fineweb.py writes them (prepare_dataset.h)\n"
-    "                      auto (default): jsonl for *.jsonl files, else text\n"
+    "                      parquet: the \"text\" column, a row a document (if built with Arrow: see --features)\n"
+    "                      auto (default): jsonl for *.jsonl, parquet for *.parquet files, else text\n"
     "  --separator STR     text: documents in a file are separated by STR (escapes \\n \\t \\r \\\\ understood)\n"
     "  --keep-separator    every document but a file's last keeps STR at its end, and none is skipped\n"
     "                      (llm.c's tinyshakespeare.py with --separator '\\n\\n')\n"
@@ -64,9 +74,11 @@ int main(int argc, char** argv) {
     if (argc < 2) usage_error("no command given");
     std::string cmd = argv[1];
     if (cmd == "-h" || cmd == "--help") { fputs(USAGE, stdout); return 0; }
+    if (cmd == "--features") { printf("parquet: %s\n", HAS_PARQUET ? "yes" : "no"); return 0; }
     if (cmd != "shards" && cmd != "eval") usage_error("unknown command '" + cmd + "'");
 
     PrepareOptions opt;
+    opt.parquet = PARQUET_OPENER;
     opt.threads = (int)std::max(1u, std::thread::hardware_concurrency());
     const char* vocab = nullptr;
     std::vector<std::string> positional;
@@ -104,8 +116,9 @@ int main(int argc, char** argv) {
             if (f == "text") opt.format = InputFormat::Text;
             else if (f == "jsonl") opt.format = InputFormat::Jsonl;
             else if (f == "framed") opt.format = InputFormat::Framed;
+            else if (f == "parquet") opt.format = InputFormat::Parquet;
             else if (f == "auto") opt.format = InputFormat::Auto;
-            else usage_error("--format wants text, jsonl, framed or auto, got '" + f + "'");
+            else usage_error("--format wants text, jsonl, framed, parquet or auto, got '" + f + "'");
         } else if (a.size() > 1 && a[0] == '-') {
             usage_error("unknown option " + a);
         } else {
@@ -113,7 +126,7 @@ int main(int argc, char** argv) {
         }
     }
     if (opt.val_fraction >= 0 && opt.shards.val_tokens >= 0) usage_error("give --val-tokens or --val-fraction, not both");
-    if (!opt.separator.empty() && (opt.format == InputFormat::Jsonl || opt.format == InputFormat::Framed)) {
+    if (!opt.separator.empty() && opt.format != InputFormat::Text && opt.format != InputFormat::Auto) {
         usage_error("--separator applies to text input only");
     }
     if (opt.keep_separator && opt.separator.empty()) usage_error("--keep-separator needs --separator");

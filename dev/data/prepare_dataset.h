@@ -22,8 +22,10 @@
  * Documents: a text file is one document, or several when split on a separator string (optionally
  * keeping the separator, as llm.c's tinyshakespeare.py does); a JSON lines file holds one document per
  * line in its "text" field; a framed stream (dev/data/fineweb.py's pipe) holds batches of documents,
- * see document_reader_framed_batch(). Batches of documents are tokenized by a pool of threads and
- * emitted in input order, so the shards do not depend on the thread count.
+ * see document_reader_framed_batch(); a parquet file a row per document, read by a DocumentSource that
+ * the tool links in (dev/data/parquet_text.h). Batches of documents are tokenized by a pool of threads
+ * (while the next batch is read) and emitted in input order, so the shards do not depend on the thread
+ * count.
  *
  * Multiple-choice eval file (formats.md, magic 20240522 v1) from HellaSwag-style JSON lines
  * {"ctx": str, "endings": [4 x str], "label": 0..3}: per example the uint16 stream
@@ -38,6 +40,7 @@
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -141,7 +144,16 @@ inline void shard_writer_finish(ShardWriter* w) {
 // ----------------------------------------------------------------------------
 // documents
 
-enum class InputFormat { Auto, Text, Jsonl, Framed };
+enum class InputFormat { Auto, Text, Jsonl, Framed, Parquet };
+
+// A format read outside this header, a batch of documents at a time (parquet: dev/data/parquet_text.h,
+// built into the prepare_dataset tool when the Arrow / Parquet C++ libraries are found).
+struct DocumentSource {
+    virtual ~DocumentSource() = default;
+    virtual uint64_t rows() const = 0;                       // documents in all
+    virtual bool next(std::deque<std::string>* docs) = 0;   // appends a batch; false at the end
+};
+using DocumentSourceOpener = std::unique_ptr<DocumentSource> (*)(const std::string& path);
 
 // The input name that means standard input.
 constexpr const char* STDIN_INPUT = "-";
@@ -191,7 +203,7 @@ inline std::string read_file_bytes(const std::string& path) {
 }
 
 // Yields documents from the input files in order. Empty documents are skipped, except in a framed
-// stream and when sections keep their separator (llm.c gives those an <|endoftext|> of their own).
+// stream, a parquet file and when sections keep their separator (llm.c gives those an <|endoftext|>).
 struct DocumentReader {
     std::vector<std::string> files;
     InputFormat format = InputFormat::Auto;
@@ -200,6 +212,8 @@ struct DocumentReader {
     size_t file_index = 0;
     FILE* stream = nullptr;            // open JSON lines file or framed stream
     bool framed = false;               // stream is framed (else JSON lines)
+    DocumentSourceOpener parquet = nullptr;
+    std::unique_ptr<DocumentSource> source;   // open parquet file
     size_t line_number = 0;
     char* line = nullptr;
     size_t line_cap = 0;
@@ -209,6 +223,7 @@ struct DocumentReader {
 
 inline InputFormat document_reader_format(const DocumentReader* r, const std::string& path) {
     if (r->format != InputFormat::Auto) return r->format;
+    if (has_suffix(path, ".parquet")) return InputFormat::Parquet;
     return has_suffix(path, ".jsonl") ? InputFormat::Jsonl : InputFormat::Text;
 }
 
@@ -267,6 +282,10 @@ inline bool document_reader_next(DocumentReader* r, std::string* doc) {
             r->pending.pop_front();
             return true;
         }
+        if (r->source != nullptr) {
+            if (!r->source->next(&r->pending)) r->source.reset();
+            continue;
+        }
         if (r->stream != nullptr && r->framed) {
             if (document_reader_framed_batch(r, r->files[r->file_index - 1])) continue;
             close_input(r->stream);
@@ -299,6 +318,10 @@ inline bool document_reader_next(DocumentReader* r, std::string* doc) {
         if (r->file_index == r->files.size()) return false;
         const std::string& path = r->files[r->file_index++];
         const InputFormat format = document_reader_format(r, path);
+        if (format == InputFormat::Parquet) {
+            r->source = r->parquet(path);
+            continue;
+        }
         if (format == InputFormat::Jsonl || format == InputFormat::Framed) {
             r->stream = open_input(path);
             r->framed = format == InputFormat::Framed;
@@ -329,6 +352,7 @@ inline bool document_reader_next(DocumentReader* r, std::string* doc) {
 }
 
 inline void document_reader_close(DocumentReader* r) {
+    r->source.reset();
     if (r->stream != nullptr) close_input(r->stream);
     r->stream = nullptr;
     free(r->line);
@@ -343,6 +367,7 @@ struct PrepareOptions {
     InputFormat format = InputFormat::Auto;
     std::string separator;
     bool keep_separator = false;        // see DocumentReader
+    DocumentSourceOpener parquet = nullptr;   // reads .parquet inputs (null: refused)
     int threads = 1;
     ShardSpec shards;
     double val_fraction = -1;           // >= 0: the val shard gets this fraction of all tokens (two passes)
@@ -372,6 +397,7 @@ inline PrepareStats tokenize_documents(std::vector<Gpt2Encoder>& encoders, const
     reader.format = opt.format;
     reader.separator = opt.separator;
     reader.keep_separator = opt.keep_separator;
+    reader.parquet = opt.parquet;
     PrepareStats stats;
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Task> tasks;
@@ -748,6 +774,20 @@ inline PrepareStats prepare_shards(const Gpt2Bpe* bpe, const PrepareOptions& opt
     if (opt.val_fraction >= 0 && std::find(opt.inputs.begin(), opt.inputs.end(), STDIN_INPUT) != opt.inputs.end()) {
         fatal("--val-fraction reads the input twice: it cannot read standard input ('-')");
     }
+    // Every parquet file is opened (footer, schema) before any work: a bad one stops the run at once.
+    uint64_t parquet_rows = 0;
+    DocumentReader probe;
+    probe.format = opt.format;
+    for (const std::string& f : opt.inputs) {
+        if (document_reader_format(&probe, f) != InputFormat::Parquet) continue;
+        if (f == STDIN_INPUT) fatal("parquet input cannot be read from standard input ('-')");
+        if (opt.parquet == nullptr) {
+            fatal("'%s' is a parquet file, and this prepare_dataset was built without the Arrow / Parquet "
+                  "libraries (pip install pyarrow, then make prepare_dataset)", f.c_str());
+        }
+        parquet_rows += opt.parquet(f)->rows();
+    }
+    if (opt.expected_documents == 0) opt.expected_documents = parquet_rows;
     ShardSetDir set_dir = shard_set_begin(opt.shards.out_dir, opt.shards.name);
     std::vector<Gpt2Encoder> encoders(std::max(1, opt.threads));
     for (Gpt2Encoder& e : encoders) gpt2_encoder_init(&e, bpe);

@@ -81,11 +81,17 @@ def main():
         if total >= 60:
             exact = total
             break
-    for shard_size, kind, name in [(97, "classic", "fineweb"), (64, "edu", "edu_fineweb"), (exact, "classic", "fineweb"),
-                                   (10**8, "classic", "fineweb")]:
-        ours, ref = os.path.join(tmp, f"ours_{shard_size}"), os.path.join(tmp, f"ref_{shard_size}")
-        r = run(FINEWEB + ["-t", kind, "-s", str(shard_size), "--parquet", os.path.join(tmp, "parquet"), "--out", ours, "-q"])
-        check(f"fineweb.py -t {kind} -s {shard_size} runs", r.returncode == 0, r.stderr[-2000:])
+    features = run([os.path.join(REPO, "prepare_dataset"), "--features"]).stdout.strip()
+    check("prepare_dataset reads parquet itself (built with the pyarrow wheel's Arrow / Parquet)",
+          features == "parquet: yes", features)
+    readers = ["cpp", "python"] if features == "parquet: yes" else ["python"]
+    for reader, shard_size, kind, name in [(r, 97, "classic", "fineweb") for r in readers] + [
+            ("python", 64, "edu", "edu_fineweb"), (readers[0], exact, "classic", "fineweb"),
+            (readers[0], 10**8, "classic", "fineweb")]:
+        ours, ref = os.path.join(tmp, f"ours_{reader}_{shard_size}"), os.path.join(tmp, f"ref_{shard_size}")
+        r = run(FINEWEB + ["--reader", reader, "-t", kind, "-s", str(shard_size), "--parquet",
+                           os.path.join(tmp, "parquet"), "--out", ours, "-q"])
+        check(f"fineweb.py --reader {reader} -t {kind} -s {shard_size} runs", r.returncode == 0, r.stderr[-2000:])
         rr = run(REFERENCE + ["fineweb", ref, name, str(shard_size)] + files)
         check(f"reference -s {shard_size} runs", rr.returncode == 0, rr.stderr[-2000:])
         a, b = shard_files(ours), shard_files(ref)
@@ -109,15 +115,18 @@ def main():
 
     notext = os.path.join(tmp, "notext.parquet")
     pq.write_table(pa.table({"content": ["a", "b"]}), notext)
-    expect_refused("no text column", ["--parquet", notext], "has no 'text' column")
     raw = open(files[0], "rb").read()
     truncated = os.path.join(tmp, "truncated.parquet")
     open(truncated, "wb").write(raw[: len(raw) * 2 // 3])
-    expect_refused("truncated file", ["--parquet", files[1], truncated], "truncated.parquet' (truncated or not parquet?)")
     # a null text in the last file, after the first files' documents were streamed and shards written
     nulls = os.path.join(tmp, "zz_null.parquet")
     pq.write_table(pa.table({"text": ["fine", None, "x"]}), nulls)
-    expect_refused("null text mid-stream", ["-s", "50", "--parquet"] + files + [nulls], "zz_null.parquet' row 1 has no text (null)")
+    for reader in readers:
+        expect_refused(f"{reader} no text column", ["--reader", reader, "--parquet", notext], "has no 'text' column")
+        expect_refused(f"{reader} truncated file", ["--reader", reader, "--parquet", files[1], truncated],
+                       "truncated.parquet' (truncated or not parquet?)")
+        expect_refused(f"{reader} null text mid-stream", ["--reader", reader, "-s", "50", "--parquet"] + files + [nulls],
+                       "zz_null.parquet' row 1 has no text (null)")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=os.path.join(tmp, "hf_home"))
     expect_refused("offline download", [], "cannot download HuggingFaceFW/fineweb sample/10BT from the Hugging Face Hub", env)
     r = run(FINEWEB + ["-m", "llama-3"])
