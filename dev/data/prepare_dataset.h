@@ -4,16 +4,28 @@
  * Token shards (docs/formats.md "Token shards", 20240520 v1): 256 x int32 header {magic, 1, n}, then n uint16 ids;
  * file size exactly 1024 + 2n. Every document is preceded by <|endoftext|> (50256); documents run on
  * across shard boundaries. Shard 0 is the val split (<name>_val_000000.bin), shards 1, 2, ... are train
- * (<name>_train_000001.bin, ...). The set is all-or-nothing: prepare_shards writes every shard into a
- * hidden staging folder beside them (<out>/.<name>.partial/, each shard via "<path>.tmp" + rename) and
- * moves them into <out> only once the whole set is done; then shards of an earlier run under the same
- * name that are not part of the new set are deleted (with a message), so `-i <out>/<name>_train_*.bin`
- * never mixes two runs. Any failure that exits (fatal(), full disk) deletes the staging folder; a run
- * killed outright leaves only that hidden folder, which the next run deletes.
+ * (<name>_train_000001.bin, ...); with ShardSpec::unnumbered, one <name>_val.bin and one <name>_train.bin
+ * (llm.c's Tiny Shakespeare layout).
  *
- * Documents: a text file is one document, or several when split on a separator string; a JSON lines
- * file holds one document per line in its "text" field. Batches of documents are tokenized by a pool of
- * threads and emitted in input order, so the shards do not depend on the thread count.
+ * A set is all-or-nothing, also for a reader that globs <out>/<name>_train_*.bin while a run commits
+ * or after it was killed: the run builds a complete copy of the output directory beside it
+ * (<parent>/.<dir>.new-XXXXXX: the new shards plus hard links to every other file of <out>) and swaps
+ * it with <out> in one renameat2(RENAME_EXCHANGE); the old directory is then deleted. A glob sees the
+ * old set or the new one, never a mix. Shards of an earlier run under the same name go with the old
+ * directory; files of other sets and other files in <out> are carried over. So <out> must be a
+ * directory of its own: not the working directory, no subdirectories, not a mount point. Where the
+ * filesystem cannot exchange two directories (NFS), <out> is moved aside and the new one moved in (a
+ * reader in that instant finds no shard; a run killed there is undone by the next run, which moves the
+ * old directory back). Leftovers of killed runs are deleted by the next run; a run that is alive holds
+ * a flock on its directories, so two runs never delete each other's.
+ *
+ * Documents: a text file is one document, or several when split on a separator string (optionally
+ * keeping the separator, as llm.c's tinyshakespeare.py does); a JSON lines file holds one document per
+ * line in its "text" field; a framed stream (dev/data/fineweb.py's pipe) holds batches of documents,
+ * see document_reader_framed_batch(); a parquet file a row per document, read by a DocumentSource that
+ * the tool links in (dev/data/parquet_text.h). Batches of documents are tokenized by a pool of threads
+ * (while the next batch is read) and emitted in input order, so the shards do not depend on the thread
+ * count.
  *
  * Eval file (docs/formats.md "Multiple-choice eval file", magic 20240522 v1) from HellaSwag-style JSON lines
  * {"ctx": str, "endings": [4 x str], "label": 0..3}: per example the uint16 stream
@@ -28,12 +40,16 @@
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,12 +66,19 @@ struct ShardSpec {
     std::string name = "data";
     uint64_t shard_tokens = 100000000;   // tokens per train shard
     int64_t val_tokens = -1;             // tokens of the val shard; -1: the val shard is a full shard, 0: none
+    bool unnumbered = false;             // <name>_val.bin + one <name>_train.bin holding every train token
 };
 
 inline std::string shard_path(const ShardSpec& spec, bool val, int index) {
     char buf[64];
-    snprintf(buf, sizeof(buf), "_%s_%06d.bin", val ? "val" : "train", index);
+    if (spec.unnumbered) snprintf(buf, sizeof(buf), "_%s.bin", val ? "val" : "train");
+    else snprintf(buf, sizeof(buf), "_%s_%06d.bin", val ? "val" : "train", index);
     return spec.out_dir + "/" + spec.name + buf;
+}
+
+// Tokens the train shards take: one file holds them all when the shards are unnumbered.
+inline uint64_t shard_train_capacity(const ShardSpec& spec) {
+    return spec.unnumbered ? (uint64_t)INT32_MAX : spec.shard_tokens;
 }
 
 // Header + tokens, written to path + ".tmp" and renamed over path once complete.
@@ -84,17 +107,22 @@ inline void shard_writer_init(ShardWriter* w, const ShardSpec& spec) {
     *w = ShardWriter();
     w->spec = spec;
     w->index = spec.val_tokens == 0 ? 1 : 0;
-    w->capacity = spec.val_tokens > 0 ? (uint64_t)spec.val_tokens : spec.shard_tokens;
+    w->capacity = spec.val_tokens > 0 ? (uint64_t)spec.val_tokens
+                : spec.val_tokens == 0 ? shard_train_capacity(spec) : spec.shard_tokens;
     w->buf.reserve(std::min<uint64_t>(w->capacity, 1u << 24));
 }
 
 inline void shard_writer_flush(ShardWriter* w) {
+    if (w->spec.unnumbered && w->index > 1) {
+        fatal("the train split holds more than %d tokens, too many for the one file %s_train.bin", INT32_MAX,
+              w->spec.name.c_str());
+    }
     std::string path = shard_path(w->spec, w->index == 0, w->index);
     write_token_shard(path, w->buf.data(), w->buf.size());
     w->written.push_back(path);
     w->buf.clear();
     w->index++;
-    w->capacity = w->spec.shard_tokens;
+    w->capacity = shard_train_capacity(w->spec);
 }
 
 inline void shard_writer_add(ShardWriter* w, const uint32_t* ids, size_t n) {
@@ -116,15 +144,37 @@ inline void shard_writer_finish(ShardWriter* w) {
 // ----------------------------------------------------------------------------
 // documents
 
-enum class InputFormat { Auto, Text, Jsonl };
+enum class InputFormat { Auto, Text, Jsonl, Framed, Parquet };
+
+// A format read outside this header, a batch of documents at a time (parquet: dev/data/parquet_text.h,
+// built into the prepare_dataset tool when the Arrow / Parquet C++ libraries are found).
+struct DocumentSource {
+    virtual ~DocumentSource() = default;
+    virtual uint64_t rows() const = 0;                       // documents in all
+    virtual bool next(std::deque<std::string>* docs) = 0;   // appends a batch; false at the end
+};
+using DocumentSourceOpener = std::unique_ptr<DocumentSource> (*)(const std::string& path);
+
+// The input name that means standard input.
+constexpr const char* STDIN_INPUT = "-";
+
+// Framed stream: a sequence of batches, all integers little-endian uint64. A batch is n, then n + 1
+// offsets (the first 0, none smaller than the one before), then offsets[n] bytes; document i is bytes
+// [offsets[i], offsets[i+1]). Every document counts, empty ones too. n = 0 ends the stream: a stream
+// that stops without it was cut short (its writer died) and is refused. n = FRAMED_ABORT says the
+// writer failed and has printed why: the run ends with exit code 1 and no message of its own.
+constexpr uint64_t FRAMED_ABORT = ~(uint64_t)0;
+constexpr uint64_t FRAMED_MAX_DOCS = 1ull << 26;    // per batch: a bound that garbage cannot pass
+constexpr uint64_t FRAMED_MAX_BYTES = 1ull << 34;
 
 inline bool has_suffix(const std::string& s, const char* suffix) {
     size_t n = strlen(suffix);
     return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-// Fails with one message unless path is a readable regular file.
+// Fails with one message unless path is a readable regular file (or "-": standard input).
 inline void check_input_file(const std::string& path) {
+    if (path == STDIN_INPUT) return;
     struct stat st;
     if (stat(path.c_str(), &st) != 0) fatal("cannot open input '%s': %s", path.c_str(), strerror(errno));
     if (!S_ISREG(st.st_mode)) fatal("input '%s' is not a regular file", path.c_str());
@@ -133,34 +183,95 @@ inline void check_input_file(const std::string& path) {
     fclose(fp);
 }
 
+inline FILE* open_input(const std::string& path) {
+    return path == STDIN_INPUT ? stdin : fopen_check(path.c_str(), "rb");
+}
+
+inline void close_input(FILE* fp) {
+    if (fp != stdin) fclose(fp);
+}
+
 inline std::string read_file_bytes(const std::string& path) {
-    FILE* fp = fopen_check(path.c_str(), "rb");
+    FILE* fp = open_input(path);
     std::string data;
     char chunk[1 << 16];
     size_t n;
     while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0) data.append(chunk, n);
     if (ferror(fp)) fatal("read error on '%s': %s", path.c_str(), strerror(errno));
-    fclose(fp);
+    close_input(fp);
     return data;
 }
 
-// Yields documents from the input files in order; empty documents are skipped.
+// Yields documents from the input files in order. Empty documents are skipped, except in a framed
+// stream, a parquet file and when sections keep their separator (llm.c gives those an <|endoftext|>).
 struct DocumentReader {
     std::vector<std::string> files;
     InputFormat format = InputFormat::Auto;
     std::string separator;             // text format: split each file on this (empty: a file is one document)
+    bool keep_separator = false;       // every section but a file's last keeps the separator at its end
     size_t file_index = 0;
-    FILE* jsonl = nullptr;             // open JSON lines file
+    FILE* stream = nullptr;            // open JSON lines file or framed stream
+    bool framed = false;               // stream is framed (else JSON lines)
+    DocumentSourceOpener parquet = nullptr;
+    std::unique_ptr<DocumentSource> source;   // open parquet file
     size_t line_number = 0;
     char* line = nullptr;
     size_t line_cap = 0;
-    std::deque<std::string> pending;   // documents split out of the current text file
+    std::deque<std::string> pending;   // documents split out of the current text file or framed batch
     uint64_t bytes_read = 0;
 };
 
-inline bool document_reader_is_jsonl(const DocumentReader* r, const std::string& path) {
-    if (r->format == InputFormat::Auto) return has_suffix(path, ".jsonl");
-    return r->format == InputFormat::Jsonl;
+inline InputFormat document_reader_format(const DocumentReader* r, const std::string& path) {
+    if (r->format != InputFormat::Auto) return r->format;
+    if (has_suffix(path, ".parquet")) return InputFormat::Parquet;
+    return has_suffix(path, ".jsonl") ? InputFormat::Jsonl : InputFormat::Text;
+}
+
+// Reads exactly n bytes; false on a clean end of input before the first byte.
+inline bool read_exact(FILE* fp, void* dst, size_t n, const std::string& path, const char* what) {
+    size_t got = fread(dst, 1, n, fp);
+    if (got == n) return true;
+    if (ferror(fp)) fatal("read error on '%s': %s", path.c_str(), strerror(errno));
+    if (got == 0) return false;
+    fatal("framed input '%s' ends inside %s: the stream was cut short; no shard written", path.c_str(), what);
+}
+
+inline uint64_t read_u64_le(const unsigned char* b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+// Reads one batch of a framed stream into r->pending; false at its end marker.
+inline bool document_reader_framed_batch(DocumentReader* r, const std::string& path) {
+    unsigned char b[8];
+    if (!read_exact(r->stream, b, 8, path, "a batch header")) {
+        fatal("framed input '%s' ended without its end marker: the writer stopped early; no shard written", path.c_str());
+    }
+    const uint64_t n = read_u64_le(b);
+    if (n == 0) return false;
+    if (n == FRAMED_ABORT) exit(EXIT_FAILURE);   // the writer has said why
+    if (n > FRAMED_MAX_DOCS) fatal("framed input '%s': a batch of %llu documents (at most %llu): not a framed stream?",
+                                   path.c_str(), (unsigned long long)n, (unsigned long long)FRAMED_MAX_DOCS);
+    std::vector<unsigned char> raw((n + 1) * 8);
+    if (!read_exact(r->stream, raw.data(), raw.size(), path, "a batch's offsets")) {
+        fatal("framed input '%s' ends inside a batch's offsets: the stream was cut short; no shard written", path.c_str());
+    }
+    std::vector<uint64_t> off(n + 1);
+    for (uint64_t i = 0; i <= n; i++) {
+        off[i] = read_u64_le(raw.data() + 8 * i);
+        if ((i == 0 && off[0] != 0) || (i > 0 && off[i] < off[i - 1]) || off[i] > FRAMED_MAX_BYTES) {
+            fatal("framed input '%s': bad offset %llu in a batch (offsets must start at 0, never decrease, and stay "
+                  "below %llu)", path.c_str(), (unsigned long long)off[i], (unsigned long long)FRAMED_MAX_BYTES);
+        }
+    }
+    std::string data(off[n], '\0');
+    if (off[n] > 0 && !read_exact(r->stream, data.data(), off[n], path, "a batch's text")) {
+        fatal("framed input '%s' ends inside a batch's text: the stream was cut short; no shard written", path.c_str());
+    }
+    r->bytes_read += 8 * (n + 2) + off[n];
+    for (uint64_t i = 0; i < n; i++) r->pending.push_back(data.substr(off[i], off[i + 1] - off[i]));
+    return true;
 }
 
 // Next document into *doc; false at the end of the input.
@@ -171,13 +282,23 @@ inline bool document_reader_next(DocumentReader* r, std::string* doc) {
             r->pending.pop_front();
             return true;
         }
-        if (r->jsonl != nullptr) {
+        if (r->source != nullptr) {
+            if (!r->source->next(&r->pending)) r->source.reset();
+            continue;
+        }
+        if (r->stream != nullptr && r->framed) {
+            if (document_reader_framed_batch(r, r->files[r->file_index - 1])) continue;
+            close_input(r->stream);
+            r->stream = nullptr;
+            continue;
+        }
+        if (r->stream != nullptr) {
             const std::string& path = r->files[r->file_index - 1];
-            ssize_t n = getline(&r->line, &r->line_cap, r->jsonl);
+            ssize_t n = getline(&r->line, &r->line_cap, r->stream);
             if (n < 0) {
-                if (ferror(r->jsonl)) fatal("read error on '%s': %s", path.c_str(), strerror(errno));
-                fclose(r->jsonl);
-                r->jsonl = nullptr;
+                if (ferror(r->stream)) fatal("read error on '%s': %s", path.c_str(), strerror(errno));
+                close_input(r->stream);
+                r->stream = nullptr;
                 continue;
             }
             r->line_number++;
@@ -196,8 +317,14 @@ inline bool document_reader_next(DocumentReader* r, std::string* doc) {
         }
         if (r->file_index == r->files.size()) return false;
         const std::string& path = r->files[r->file_index++];
-        if (document_reader_is_jsonl(r, path)) {
-            r->jsonl = fopen_check(path.c_str(), "rb");
+        const InputFormat format = document_reader_format(r, path);
+        if (format == InputFormat::Parquet) {
+            r->source = r->parquet(path);
+            continue;
+        }
+        if (format == InputFormat::Jsonl || format == InputFormat::Framed) {
+            r->stream = open_input(path);
+            r->framed = format == InputFormat::Framed;
             r->line_number = 0;
             continue;
         }
@@ -207,19 +334,27 @@ inline bool document_reader_next(DocumentReader* r, std::string* doc) {
             if (!text.empty()) r->pending.push_back(std::move(text));
             continue;
         }
+        // (with the separator kept, as llm.c's tinyshakespeare.py: text.split(sep), then every section
+        // but the last gets sep back, and every section is a document, an empty last one too)
         size_t pos = 0;
         while (pos <= text.size()) {
             size_t end = text.find(r->separator, pos);
-            if (end == std::string::npos) end = text.size();
-            if (end > pos) r->pending.push_back(text.substr(pos, end - pos));
+            const bool last = end == std::string::npos;
+            if (last) end = text.size();
+            if (r->keep_separator) {
+                r->pending.push_back(text.substr(pos, end - pos) + (last ? "" : r->separator));
+            } else if (end > pos) {
+                r->pending.push_back(text.substr(pos, end - pos));
+            }
             pos = end + r->separator.size();
         }
     }
 }
 
 inline void document_reader_close(DocumentReader* r) {
-    if (r->jsonl != nullptr) fclose(r->jsonl);
-    r->jsonl = nullptr;
+    r->source.reset();
+    if (r->stream != nullptr) close_input(r->stream);
+    r->stream = nullptr;
     free(r->line);
     r->line = nullptr;
 }
@@ -231,11 +366,14 @@ struct PrepareOptions {
     std::vector<std::string> inputs;
     InputFormat format = InputFormat::Auto;
     std::string separator;
+    bool keep_separator = false;        // see DocumentReader
+    DocumentSourceOpener parquet = nullptr;   // reads .parquet inputs (null: refused)
     int threads = 1;
     ShardSpec shards;
     double val_fraction = -1;           // >= 0: the val shard gets this fraction of all tokens (two passes)
     size_t batch_bytes = 64u << 20;     // text tokenized per parallel batch
     bool progress = true;               // progress line on stderr
+    uint64_t expected_documents = 0;    // for the progress line's percentage and time left (0: unknown)
 };
 
 struct PrepareStats {
@@ -258,24 +396,35 @@ inline PrepareStats tokenize_documents(std::vector<Gpt2Encoder>& encoders, const
     reader.files = opt.inputs;
     reader.format = opt.format;
     reader.separator = opt.separator;
+    reader.keep_separator = opt.keep_separator;
+    reader.parquet = opt.parquet;
     PrepareStats stats;
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::string> docs;
     std::vector<Task> tasks;
     std::vector<std::vector<uint32_t>> results;
-    std::string doc;
-    bool more = true;
-    while (more) {
-        docs.clear();
-        size_t batch = 0;
-        while (batch < opt.batch_bytes && (more = document_reader_next(&reader, &doc))) {
-            batch += doc.size();
-            docs.push_back(std::move(doc));
+    // The next batch is read by its own thread while this one is tokenized, so reading (a pipe's
+    // writer decompressing parquet, a JSON parse) overlaps the encoding instead of idling the pool.
+    struct Batch { std::vector<std::string> docs; size_t bytes = 0; bool more = true; };
+    auto read_batch = [&](Batch* b) {
+        b->docs.clear();
+        b->bytes = 0;
+        std::string doc;
+        while (b->bytes < opt.batch_bytes && (b->more = document_reader_next(&reader, &doc))) {
+            b->bytes += doc.size();
+            b->docs.push_back(std::move(doc));
         }
-        if (docs.empty()) break;
+    };
+    Batch current, ahead;
+    read_batch(&current);
+    while (!current.docs.empty()) {
+        std::thread prefetch;
+        if (current.more) prefetch = std::thread(read_batch, &ahead);
+        const std::vector<std::string>& docs = current.docs;
+        const size_t batch = current.bytes;
         tasks.clear();
         for (size_t d = 0; d < docs.size(); d++) {
             const std::string& s = docs[d];
+            if (s.empty()) tasks.push_back({d, 0, 0, true});   // <|endoftext|> alone
             for (size_t begin = 0; begin < s.size();) {
                 size_t end = gpt2_safe_cut(s.data(), s.size(), begin + CUT_BYTES);
                 tasks.push_back({d, begin, end, begin == 0});
@@ -305,9 +454,18 @@ inline PrepareStats tokenize_documents(std::vector<Gpt2Encoder>& encoders, const
         }
         stats.documents += docs.size();
         stats.bytes += batch;
+        if (prefetch.joinable()) prefetch.join();
+        else ahead.docs.clear();
+        std::swap(current, ahead);
         if (opt.progress) {
             double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            fprintf(stderr, "\r%s: %zu documents, %.1f MB, %.2fM tokens | %.2f MB/s, %.0f tokens/s   ", label,
+            char done[96] = "";
+            if (opt.expected_documents > 0) {
+                const double f = std::min(1.0, (double)stats.documents / (double)opt.expected_documents);
+                const double left = f > 0 ? s * (1 - f) / f : 0;
+                snprintf(done, sizeof(done), "%.1f%%, ~%.0f min left | ", 100 * f, left / 60);
+            }
+            fprintf(stderr, "\r%s: %s%zu documents, %.1f MB, %.2fM tokens | %.2f MB/s, %.0f tokens/s   ", label, done,
                     (size_t)stats.documents, stats.bytes / 1e6, stats.tokens / 1e6, stats.bytes / 1e6 / s,
                     stats.tokens / s);
         }
@@ -316,6 +474,9 @@ inline PrepareStats tokenize_documents(std::vector<Gpt2Encoder>& encoders, const
     document_reader_close(&reader);
     return stats;
 }
+
+// ----------------------------------------------------------------------------
+// committing a shard set (see the top of this file)
 
 // Creates dir (and its parents) if missing; fatal() unless it ends up a writable directory.
 inline void make_output_dir(const std::string& dir) {
@@ -334,44 +495,14 @@ inline void make_output_dir(const std::string& dir) {
     if (access(dir.c_str(), W_OK) != 0) fatal("output directory '%s' is not writable: %s", dir.c_str(), strerror(errno));
 }
 
-// Staging folder of an unfinished shard set: deleted at exit unless shard_staging_commit() ran (a
-// fatal() exits through exit(), which runs atexit handlers).
-inline std::string& shard_staging_dir_() {
-    static std::string dir;  // function-local: no global defined in a header
-    return dir;
-}
-
-inline void shard_staging_cleanup_() {
-    std::string& dir = shard_staging_dir_();
-    if (dir.empty()) return;
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    dir.clear();
-}
-
-inline std::string shard_staging_begin(const ShardSpec& spec) {
-    const std::string staging = spec.out_dir + "/." + spec.name + ".partial";
-    std::error_code ec;
-    if (std::filesystem::exists(staging, ec)) {
-        fprintf(stderr, "note: deleting '%s', left by an earlier run that did not finish\n", staging.c_str());
-        std::filesystem::remove_all(staging, ec);
-        if (ec) fatal("cannot delete '%s': %s", staging.c_str(), ec.message().c_str());
-    }
-    if (mkdir(staging.c_str(), 0755) != 0) fatal("cannot create '%s': %s", staging.c_str(), strerror(errno));
-    shard_staging_dir_() = staging;  // constructs the static first: its destructor must run after the handler
-    static bool registered = false;
-    if (!registered) {
-        atexit(shard_staging_cleanup_);
-        registered = true;
-    }
-    return staging;
-}
-
-// True for "<name>_val_NNNNNN.bin" / "<name>_train_NNNNNN.bin" (and their ".tmp"): a shard of the set.
+// True for a file of the set `name`: <name>_val_NNNNNN.bin, <name>_train_NNNNNN.bin, <name>_val.bin,
+// <name>_train.bin, and each of those followed by ".tmp..." (a write that was interrupted).
 inline bool is_shard_of_set(const std::string& file, const std::string& name) {
     if (file.compare(0, name.size() + 1, name + "_") != 0) return false;
     std::string rest = file.substr(name.size() + 1);
-    if (has_suffix(rest, ".tmp")) rest.resize(rest.size() - 4);
+    const size_t tmp = rest.find(".bin.tmp");
+    if (tmp != std::string::npos) rest.resize(tmp + 4);
+    if (rest == "val.bin" || rest == "train.bin") return true;
     for (const char* split : {"val_", "train_"}) {
         const size_t n = strlen(split);
         if (rest.compare(0, n, split) != 0 || rest.size() != n + 6 + 4 || !has_suffix(rest, ".bin")) continue;
@@ -382,27 +513,249 @@ inline bool is_shard_of_set(const std::string& file, const std::string& name) {
     return false;
 }
 
-// Moves the finished set from the staging folder into out_dir and deletes shards of an earlier run
-// that the new set does not replace. Returns the final paths.
-inline std::vector<std::string> shard_staging_commit(const ShardSpec& final_spec, const std::vector<std::string>& staged) {
-    std::vector<std::string> keep, out;
-    for (const std::string& p : staged) keep.push_back(p.substr(p.rfind('/') + 1));
+inline std::vector<std::string> list_dir_names(const std::string& dir) {
+    std::vector<std::string> names;
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) fatal("cannot list directory '%s': %s", dir.c_str(), strerror(errno));
+    while (const dirent* e = readdir(d)) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+    }
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+// Opens dir with an exclusive flock: -1 when a live process holds one (or dir cannot be opened).
+// A filesystem without flock counts as unlocked.
+inline int lock_dir_nonblocking(const std::string& dir) {
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+struct ShardSetDir {
+    std::string out;          // the output directory as given (the printed paths)
+    std::string real;         // its canonical path: the directory that is replaced
+    std::string parent, base; // real = parent/base
+    std::string staging;      // parent/.base.new-XXXXXX: the new directory, built by this run
+    int staging_lock = -1;    // flock held on it while this run lives
+    int commit_step = 0;      // steps of the commit done (test hook)
+};
+
+// What to delete when the process exits before the commit is done (a fatal() exits through exit(),
+// which runs atexit handlers; a kill leaves it to the next run).
+inline std::string& shard_set_cleanup_path_() {
+    static std::string dir;   // function-local: no global defined in a header
+    return dir;
+}
+
+inline void shard_set_cleanup_() {
+    std::string& dir = shard_set_cleanup_path_();
+    if (dir.empty()) return;
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(final_spec.out_dir, ec)) {
-        const std::string file = entry.path().filename().string();
-        if (!is_shard_of_set(file, final_spec.name) || std::find(keep.begin(), keep.end(), file) != keep.end()) continue;
-        fprintf(stderr, "note: deleting '%s', a shard of an earlier run that the new set does not replace\n",
-                entry.path().c_str());
-        if (unlink(entry.path().c_str()) != 0) fatal("cannot delete old shard '%s': %s", entry.path().c_str(), strerror(errno));
-    }
-    for (size_t i = 0; i < staged.size(); i++) {
-        const std::string dst = final_spec.out_dir + "/" + keep[i];
-        if (rename(staged[i].c_str(), dst.c_str()) != 0) {
-            fatal("cannot move '%s' to '%s': %s", staged[i].c_str(), dst.c_str(), strerror(errno));
+    std::filesystem::remove_all(dir, ec);
+    dir.clear();
+}
+
+// Test hook, as a kill at that point would: PREPARE_DATASET_TEST_EXIT_AT_COMMIT_STEP=k ends the process
+// with _exit(99) just before step k (1-based) of a commit: each file carried over, the swap (two
+// renames without RENAME_EXCHANGE), the deletion of the old directory.
+inline void shard_set_commit_step_(ShardSetDir* d) {
+    d->commit_step++;
+    const char* at = getenv("PREPARE_DATASET_TEST_EXIT_AT_COMMIT_STEP");
+    if (at != nullptr && atoi(at) == d->commit_step) _exit(99);
+}
+
+// Deletes what killed runs left beside the output directory; a directory moved aside by a run killed
+// between its two renames (no RENAME_EXCHANGE) is moved back when the output directory is missing.
+inline void shard_set_clean_leftovers(const ShardSetDir& d) {
+    const std::string new_prefix = "." + d.base + ".new-", old_prefix = "." + d.base + ".old-";
+    for (const std::string& name : list_dir_names(d.parent)) {
+        const bool is_new = name.compare(0, new_prefix.size(), new_prefix) == 0 && name.size() == new_prefix.size() + 6;
+        const bool is_old = name.compare(0, old_prefix.size(), old_prefix) == 0 && name.size() == old_prefix.size() + 6;
+        if (!is_new && !is_old) continue;
+        const std::string path = d.parent + "/" + name;
+        const int fd = lock_dir_nonblocking(path);
+        if (fd < 0) continue;   // a live run's
+        struct stat st;
+        if (is_old && stat(d.real.c_str(), &st) != 0 && errno == ENOENT) {
+            if (rename(path.c_str(), d.real.c_str()) != 0) {
+                fatal("cannot move '%s' back to '%s': %s", path.c_str(), d.real.c_str(), strerror(errno));
+            }
+            fprintf(stderr, "note: moved '%s' back to '%s' (a run was killed while it replaced that directory)\n",
+                    path.c_str(), d.real.c_str());
+        } else {
+            fprintf(stderr, "note: deleting '%s', left by a run that did not finish\n", path.c_str());
+            std::error_code ec;
+            std::filesystem::remove_all(path, ec);
+            if (ec) fatal("cannot delete '%s': %s", path.c_str(), ec.message().c_str());
         }
-        out.push_back(dst);
+        close(fd);
     }
-    shard_staging_cleanup_();
+}
+
+// Resolves and checks the output directory (created if missing) and makes this run's staging
+// directory beside it.
+inline ShardSetDir shard_set_begin(const std::string& out, const std::string& set_name) {
+    ShardSetDir d;
+    d.out = out;
+    std::string path = out;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    if (path.empty()) fatal("--out must not be empty");
+    const std::string suggestion = (path == "." ? std::string("dev/data") : path) + "/" + set_name;
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {   // made below; its parent must exist to be resolved
+        std::string up = std::filesystem::path(path).parent_path().string();
+        make_output_dir(up.empty() ? "." : up);
+    }
+    char* rp = realpath(path.c_str(), nullptr);
+    if (rp != nullptr) {
+        d.real = rp;
+    } else {
+        const std::filesystem::path p(path);
+        char* up = realpath(p.has_parent_path() ? p.parent_path().c_str() : ".", nullptr);
+        if (up == nullptr) fatal("cannot resolve output directory '%s': %s", out.c_str(), strerror(errno));
+        d.real = std::string(up) + (strcmp(up, "/") == 0 ? "" : "/") + p.filename().string();
+        free(up);
+    }
+    free(rp);
+    if (d.real == "/") fatal("--out '/': give a directory of its own for the set, e.g. --out /data/%s", set_name.c_str());
+    d.parent = d.real.substr(0, d.real.rfind('/'));
+    if (d.parent.empty()) d.parent = "/";
+    d.base = d.real.substr(d.real.rfind('/') + 1);
+    shard_set_clean_leftovers(d);
+    make_output_dir(d.real);
+
+    char* cwd = getcwd(nullptr, 0);
+    const std::string here = cwd != nullptr ? cwd : "";
+    free(cwd);
+    if (here == d.real || here.compare(0, d.real.size() + 1, d.real + "/") == 0) {
+        fatal("--out '%s' is the working directory or holds it: a set is committed by replacing the output "
+              "directory as a whole; give a directory of its own, e.g. --out %s", out.c_str(), suggestion.c_str());
+    }
+    struct stat st_dir, st_parent;
+    if (stat(d.real.c_str(), &st_dir) != 0 || stat(d.parent.c_str(), &st_parent) != 0) {
+        fatal("cannot stat output directory '%s': %s", out.c_str(), strerror(errno));
+    }
+    if (st_dir.st_dev != st_parent.st_dev) {
+        fatal("--out '%s' is a mount point: a set is committed by replacing the output directory as a whole; "
+              "give a directory inside it, e.g. --out %s", out.c_str(), suggestion.c_str());
+    }
+    for (const std::string& name : list_dir_names(d.real)) {
+        struct stat e;
+        if (name == "." + set_name + ".partial") continue;   // an earlier version's staging folder: dropped
+        if (lstat((d.real + "/" + name).c_str(), &e) == 0 && S_ISDIR(e.st_mode)) {
+            fatal("--out '%s' holds the directory '%s': a set is committed by replacing the output directory as a "
+                  "whole, so it may hold files only; give a directory of its own, e.g. --out %s",
+                  out.c_str(), name.c_str(), suggestion.c_str());
+        }
+    }
+
+    std::string tmpl = d.parent + "/." + d.base + ".new-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+        fatal("cannot create a directory beside '%s' in '%s' (the new set is built there and swapped in whole): %s",
+              out.c_str(), d.parent.c_str(), strerror(errno));
+    }
+    d.staging = tmpl;
+    shard_set_cleanup_path_() = d.staging;  // constructs the static first: its destructor must run after the handler
+    static bool registered = false;
+    if (!registered) {
+        atexit(shard_set_cleanup_);
+        registered = true;
+    }
+    d.staging_lock = lock_dir_nonblocking(d.staging);
+    if (chmod(d.staging.c_str(), st_dir.st_mode & 07777) != 0) {
+        fatal("cannot set the mode of '%s': %s", d.staging.c_str(), strerror(errno));
+    }
+    if (geteuid() == 0 && chown(d.staging.c_str(), st_dir.st_uid, st_dir.st_gid) != 0) {
+        fprintf(stderr, "note: cannot give '%s' the owner of '%s': %s\n", d.staging.c_str(), out.c_str(), strerror(errno));
+    }
+    return d;
+}
+
+// Swaps the finished set in: carries every other file of the output directory over into the staging
+// directory (hard links; symlinks copied), then exchanges the two directories and deletes the old one.
+// Returns the shards' final paths.
+inline std::vector<std::string> shard_set_commit(ShardSetDir* d, const std::string& set_name,
+                                                 const std::vector<std::string>& staged) {
+    // Lock the output directory against another run's commit; if that run swapped it meanwhile, the
+    // lock is on the old inode: take it again on the new one.
+    int lock = -1;
+    for (;;) {
+        lock = open(d->real.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (lock < 0) fatal("cannot open output directory '%s': %s", d->out.c_str(), strerror(errno));
+        while (flock(lock, LOCK_EX) != 0 && errno == EINTR) {}
+        struct stat held, now;
+        if (fstat(lock, &held) == 0 && stat(d->real.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
+            held.st_ino == now.st_ino) break;
+        close(lock);
+    }
+    size_t replaced = 0;
+    for (const std::string& name : list_dir_names(d->real)) {
+        if (is_shard_of_set(name, set_name)) { replaced++; continue; }
+        if (name == "." + set_name + ".partial") continue;
+        const std::string src = d->real + "/" + name, dst = d->staging + "/" + name;
+        struct stat st;
+        if (lstat(src.c_str(), &st) != 0) continue;   // deleted meanwhile
+        if (S_ISDIR(st.st_mode)) {
+            fatal("the directory '%s' appeared in '%s' while the set was made: not committed (the output "
+                  "directory may hold files only)", name.c_str(), d->out.c_str());
+        }
+        shard_set_commit_step_(d);
+        if (S_ISLNK(st.st_mode)) {
+            std::error_code ec;
+            const std::filesystem::path target = std::filesystem::read_symlink(src, ec);
+            if (!ec) std::filesystem::create_symlink(target, dst, ec);
+            if (ec) fatal("cannot copy the symlink '%s' into the new output directory: %s", src.c_str(), ec.message().c_str());
+        } else if (link(src.c_str(), dst.c_str()) != 0) {
+            fatal("cannot carry '%s' over into the new output directory (hard link: %s); move it out of '%s' and "
+                  "run again", src.c_str(), strerror(errno), d->out.c_str());
+        }
+    }
+
+    shard_set_commit_step_(d);
+    std::string retired = d->staging;   // where the old directory ends up
+    bool exchanged = false;
+#ifdef RENAME_EXCHANGE
+    if (getenv("PREPARE_DATASET_TEST_NO_EXCHANGE") == nullptr) {   // test hook: the path below
+        if (renameat2(AT_FDCWD, d->staging.c_str(), AT_FDCWD, d->real.c_str(), RENAME_EXCHANGE) == 0) {
+            exchanged = true;
+        } else if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP) {
+            fatal("cannot swap '%s' with '%s': %s", d->staging.c_str(), d->real.c_str(), strerror(errno));
+        }
+    }
+#endif
+    if (!exchanged) {
+        // Two renames: for an instant there is no output directory (a glob finds no shard, never a mix);
+        // a run killed in between is undone by the next one (shard_set_clean_leftovers).
+        retired = d->parent + "/." + d->base + ".old-" + d->staging.substr(d->staging.size() - 6);
+        if (rename(d->real.c_str(), retired.c_str()) != 0) {
+            fatal("cannot move '%s' aside to '%s': %s", d->real.c_str(), retired.c_str(), strerror(errno));
+        }
+        shard_set_commit_step_(d);
+        if (rename(d->staging.c_str(), d->real.c_str()) != 0) {
+            const int err = errno;
+            if (rename(retired.c_str(), d->real.c_str()) == 0) retired.clear();
+            fatal("cannot move '%s' to '%s': %s%s", d->staging.c_str(), d->real.c_str(), strerror(err),
+                  retired.empty() ? "" : " (the old directory is left beside it; the next run moves it back)");
+        }
+    }
+    shard_set_cleanup_path_() = retired;   // the new set is in place; what is left to delete is the old one
+    shard_set_commit_step_(d);
+    shard_set_cleanup_();
+    close(lock);
+    if (d->staging_lock >= 0) close(d->staging_lock);
+    d->staging_lock = -1;
+    if (replaced > 0) {
+        fprintf(stderr, "note: replaced %zu file%s of an earlier run of the set '%s' in '%s'\n", replaced,
+                replaced == 1 ? "" : "s", set_name.c_str(), d->out.c_str());
+    }
+    std::vector<std::string> out;
+    for (const std::string& p : staged) out.push_back(d->out + "/" + p.substr(p.rfind('/') + 1));
     return out;
 }
 
@@ -418,7 +771,24 @@ inline PrepareStats prepare_shards(const Gpt2Bpe* bpe, const PrepareOptions& opt
     if (opt.shards.name.empty() || opt.shards.name.find('/') != std::string::npos) {
         fatal("--name must be a non-empty file name prefix without '/', got '%s'", opt.shards.name.c_str());
     }
-    make_output_dir(opt.shards.out_dir);
+    if (opt.val_fraction >= 0 && std::find(opt.inputs.begin(), opt.inputs.end(), STDIN_INPUT) != opt.inputs.end()) {
+        fatal("--val-fraction reads the input twice: it cannot read standard input ('-')");
+    }
+    // Every parquet file is opened (footer, schema) before any work: a bad one stops the run at once.
+    uint64_t parquet_rows = 0;
+    DocumentReader probe;
+    probe.format = opt.format;
+    for (const std::string& f : opt.inputs) {
+        if (document_reader_format(&probe, f) != InputFormat::Parquet) continue;
+        if (f == STDIN_INPUT) fatal("parquet input cannot be read from standard input ('-')");
+        if (opt.parquet == nullptr) {
+            fatal("'%s' is a parquet file, and this prepare_dataset was built without the Arrow / Parquet "
+                  "libraries (pip install pyarrow, then make prepare_dataset)", f.c_str());
+        }
+        parquet_rows += opt.parquet(f)->rows();
+    }
+    if (opt.expected_documents == 0) opt.expected_documents = parquet_rows;
+    ShardSetDir set_dir = shard_set_begin(opt.shards.out_dir, opt.shards.name);
     std::vector<Gpt2Encoder> encoders(std::max(1, opt.threads));
     for (Gpt2Encoder& e : encoders) gpt2_encoder_init(&e, bpe);
 
@@ -432,7 +802,7 @@ inline PrepareStats prepare_shards(const Gpt2Bpe* bpe, const PrepareOptions& opt
         }
     }
     ShardSpec staged_spec = opt.shards;
-    staged_spec.out_dir = shard_staging_begin(opt.shards);
+    staged_spec.out_dir = set_dir.staging;
     ShardWriter writer;
     shard_writer_init(&writer, staged_spec);
     PrepareStats stats = tokenize_documents(encoders, opt, "tokenizing",
@@ -443,7 +813,7 @@ inline PrepareStats prepare_shards(const Gpt2Bpe* bpe, const PrepareOptions& opt
               opt.inputs.size() == 1 ? "" : "s");
     }
     shard_writer_finish(&writer);
-    stats.shards = shard_staging_commit(opt.shards, writer.written);
+    stats.shards = shard_set_commit(&set_dir, opt.shards.name, writer.written);
     if (writer.index == 1 && opt.shards.val_tokens != 0) {
         fprintf(stderr, "warning: all %llu tokens went into the val shard and no train shard was written; "
                         "use --val-tokens, --val-fraction or a smaller --shard-size\n", (unsigned long long)stats.tokens);

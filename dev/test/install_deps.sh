@@ -20,6 +20,8 @@ $PY -c "import matplotlib" 2>/dev/null || missing_py+=(matplotlib)
 $PY -c "import tiktoken" 2>/dev/null || missing_py+=(tiktoken)
 $PY -c "import transformers" 2>/dev/null || missing_py+=(transformers)  # dev/hf.py and its checks
 $PY -c "import safetensors" 2>/dev/null || missing_py+=(safetensors)
+$PY -c "import pyarrow" 2>/dev/null || missing_py+=(pyarrow)                  # dev/data/fineweb.py: parquet
+$PY -c "import huggingface_hub" 2>/dev/null || missing_py+=(huggingface_hub)  # dev/data/fineweb.py: download
 $PY -m pip show nvidia-cudnn-frontend >/dev/null 2>&1 || missing_py+=(nvidia-cudnn-frontend)
 if [ ${#missing_py[@]} -gt 0 ]; then
     echo "pip install ${missing_py[*]}"

@@ -3,12 +3,16 @@
 // a missing vocabulary fails the tests (it does not skip them).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "dev/data/prepare_dataset.h"
 #include "test_util.h"
@@ -79,6 +83,15 @@ std::vector<uint32_t> concat_shards(const std::vector<std::string>& paths) {
 }
 
 }  // namespace
+
+// Names in dir, sorted (hidden ones too).
+std::vector<std::string> list_files(const std::string& dir) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
 
 TEST(Shards, HeaderSizeAndDocumentSeparators) {
     REQUIRE_VOCAB();
@@ -218,6 +231,97 @@ TEST(Shards, InputFormats) {
     EXPECT_EQ(concat_shards(prepare_shards(bpe(), opt).shards), expected_stream({"x"}));
 }
 
+// llm.c's tinyshakespeare.py: text.split("\n\n"), every section a document that keeps its "\n\n" except
+// the last; empty sections are documents too (<|endoftext|> + "\n\n", or <|endoftext|> alone at the end).
+TEST(Shards, KeepSeparatorAsLlmcTinyShakespeare) {
+    REQUIRE_VOCAB();
+    TempDir tmp("test_prepare_dataset");
+    PrepareOptions opt = options_for(tmp, {tmp.write("a.txt", "First:\nhi\n\nSecond\n\n\n\nthird\n\n"),
+                                           tmp.write("b.txt", "one\n\ntwo")});
+    opt.separator = "\n\n";
+    opt.keep_separator = true;
+    opt.shards.val_tokens = 0;
+    PrepareStats s = prepare_shards(bpe(), opt);
+    const std::vector<std::string> docs = {"First:\nhi\n\n", "Second\n\n", "\n\n", "third\n\n", "", "one\n\n", "two"};
+    EXPECT_EQ(s.documents, docs.size());
+    EXPECT_EQ(concat_shards(s.shards), expected_stream(docs));
+}
+
+// llm.c's Tiny Shakespeare file names: one val file and one train file, without shard numbers.
+TEST(Shards, Unnumbered) {
+    REQUIRE_VOCAB();
+    TempDir tmp("test_prepare_dataset");
+    PrepareOptions opt = options_for(tmp, one_file_per_doc(tmp, DOCS));
+    opt.shards.unnumbered = true;
+    opt.shards.val_tokens = 10;
+    opt.shards.shard_tokens = 4;   // sizes numbered train shards only
+    PrepareStats s = prepare_shards(bpe(), opt);
+    const std::vector<uint32_t> expect = expected_stream(DOCS);
+    ASSERT_EQ(s.shards, (std::vector<std::string>{tmp.path + "/out/t_val.bin", tmp.path + "/out/t_train.bin"}));
+    EXPECT_EQ(read_shard(s.shards[0]), std::vector<uint32_t>(expect.begin(), expect.begin() + 10));
+    EXPECT_EQ(read_shard(s.shards[1]), std::vector<uint32_t>(expect.begin() + 10, expect.end()));
+}
+
+namespace {
+
+void put_u64(std::string* out, uint64_t v) {
+    for (int i = 0; i < 8; i++) out->push_back((char)(v >> (8 * i) & 0xff));
+}
+
+// A framed stream (see prepare_dataset.h) of these batches of documents, with the end marker.
+std::string framed(const std::vector<std::vector<std::string>>& batches, bool end = true) {
+    std::string out;
+    for (const std::vector<std::string>& b : batches) {
+        put_u64(&out, b.size());
+        uint64_t off = 0;
+        put_u64(&out, 0);
+        for (const std::string& d : b) put_u64(&out, off += d.size());
+        for (const std::string& d : b) out += d;
+    }
+    if (end) put_u64(&out, 0);
+    return out;
+}
+
+}  // namespace
+
+TEST(Shards, FramedStream) {
+    REQUIRE_VOCAB();
+    TempDir tmp("test_prepare_dataset");
+    // Every document counts, the empty one too (llm.c's fineweb.py gives it its <|endoftext|>).
+    // (an empty batch would be the end marker)
+    const std::vector<std::vector<std::string>> batches = {{DOCS[0], "", DOCS[1]}, {DOCS[2]}, {DOCS[3]}};
+    PrepareOptions opt = options_for(tmp, {tmp.write("s.framed", framed(batches))});
+    opt.format = InputFormat::Framed;
+    opt.shards.shard_tokens = 7;
+    PrepareStats s = prepare_shards(bpe(), opt);
+    EXPECT_EQ(s.documents, 5u);
+    EXPECT_EQ(concat_shards(s.shards), expected_stream({DOCS[0], "", DOCS[1], DOCS[2], DOCS[3]}));
+
+    // A stream cut short anywhere, or without its end marker, is refused and nothing is written.
+    const std::string whole = framed(batches);
+    for (size_t cut : {whole.size() - 8, whole.size() - 9, whole.size() - 20, (size_t)4, (size_t)12}) {
+        TempDir t("test_prepare_dataset");
+        opt = options_for(t, {t.write("cut.framed", whole.substr(0, cut))});
+        opt.format = InputFormat::Framed;
+        EXPECT_EXIT(prepare_shards(bpe(), opt), testing::ExitedWithCode(1),
+                    "framed input '.*cut.framed' (ended without its end marker|ends inside a batch)") << cut;
+        EXPECT_EQ(list_files(t.path), (std::vector<std::string>{"cut.framed", "out"})) << cut;
+        EXPECT_EQ(list_files(t.path + "/out"), std::vector<std::string>{}) << cut;
+    }
+    // Offsets that decrease; a writer that aborts (it has printed why: no message of our own).
+    std::string bad;
+    put_u64(&bad, 2);
+    for (uint64_t o : {0, 5, 3}) put_u64(&bad, o);
+    opt = options_for(tmp, {tmp.write("bad.framed", bad + "abcde")});
+    opt.format = InputFormat::Framed;
+    EXPECT_EXIT(prepare_shards(bpe(), opt), testing::ExitedWithCode(1), "framed input '.*bad.framed': bad offset 3");
+    std::string aborted = framed({{DOCS[0]}}, false);
+    put_u64(&aborted, ~(uint64_t)0);
+    opt = options_for(tmp, {tmp.write("abort.framed", aborted)});
+    opt.format = InputFormat::Framed;
+    EXPECT_EXIT(prepare_shards(bpe(), opt), testing::ExitedWithCode(1), "^$");
+}
+
 TEST(Shards, TempThenRename) {
     TempDir tmp("test_prepare_dataset");
     const std::string path = tmp.path + "/s.bin";
@@ -237,14 +341,6 @@ TEST(Shards, TempThenRename) {
     ASSERT_EQ(mkdir((dir_in_the_way + "/x").c_str(), 0755), 0);
     EXPECT_EXIT(write_token_shard(dir_in_the_way, tokens, 3), testing::ExitedWithCode(1), "cannot rename");
     EXPECT_EQ(read_file(dir_in_the_way + ".tmp").size(), 1024u + 6u);
-}
-
-std::vector<std::string> list_files(const std::string& dir) {
-    std::vector<std::string> out;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
 }
 
 // Issue 21 point 2: a run that fails after several shards are complete leaves no shard, no *.tmp and no
@@ -456,11 +552,11 @@ TEST(Tools, BadInputsExitWithOneMessage) {
     const std::vector<Expect> cases = {
         {tool("prepare_dataset") + "shards" + vocab + "-o '" + tmp.path + "' '" + tmp.path + "/missing.txt'",
          "error: cannot open input"},
-        {tool("prepare_dataset") + "shards --vocab /nonexistent '" + tmp.write("a.txt", "text") + "'",
+        {tool("prepare_dataset") + "shards --vocab /nonexistent -o '" + tmp.path + "/o' '" + tmp.write("a.txt", "text") + "'",
          "error: --vocab '/nonexistent' does not hold encoder.json and vocab.bpe"},
         {tool("prepare_dataset") + "shards" + vocab + "-o '" + tmp.path + "/o' '" + tmp.write("e.txt", "") + "'",
          "error: no documents in the input"},
-        {tool("prepare_dataset") + "shards" + vocab + "'" + tmp.write("j.jsonl", "{\"x\": 1}\n") + "'",
+        {tool("prepare_dataset") + "shards" + vocab + "-o '" + tmp.path + "/o' '" + tmp.write("j.jsonl", "{\"x\": 1}\n") + "'",
          "error: '" + tmp.path + "/j.jsonl' line 1 has no string field \"text\""},
         {tool("gpt2tok") + vocab + "decode '" + tmp.write("ids.txt", "15496 99999\n") + "'",
          "is not a token id in [0, 50257)"},
@@ -477,4 +573,139 @@ TEST(Tools, BadInputsExitWithOneMessage) {
     ToolRun usage = run_tool(tool("gpt2tok") + "frobnicate x");
     EXPECT_EQ(usage.code, 1);
     EXPECT_EQ(usage.err.rfind("error: unknown command frobnicate\nusage: gpt2tok", 0), 0u) << usage.err;
+}
+
+// ----------------------------------------------------------------------------
+// Committing a set: a glob of the shard names sees the old set or the new one, never a mix, wherever
+// the run is killed (a kill used to leave some new shards beside the rest of the old set).
+
+namespace {
+
+using FileSet = std::map<std::string, std::string>;   // name -> bytes
+
+// What `<dir>/t_*_*.bin` gives a reader: every matching file with its bytes.
+FileSet glob_set(const std::string& dir) {
+    FileSet set;
+    glob_t g;
+    if (glob((dir + "/t_*_*.bin").c_str(), 0, nullptr, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            const std::string p = g.gl_pathv[i];
+            set[p.substr(p.rfind('/') + 1)] = read_file(p);
+        }
+    }
+    globfree(&g);
+    return set;
+}
+
+std::string lines_of(int n, const char* word) {
+    std::string s;
+    for (int i = 0; i < n; i++) s += std::string(word) + " number " + std::to_string(i) + " with a few words\n\n";
+    return s;
+}
+
+}  // namespace
+
+TEST(Tools, CommitIsAllOrNothingAtEveryStep) {
+    REQUIRE_VOCAB();
+    REQUIRE_TOOLS();
+    TempDir tmp("test_prepare_dataset");
+    const std::string big = tmp.write("big.txt", lines_of(60, "old")), small = tmp.write("small.txt", lines_of(8, "new"));
+    const std::string base = tool("prepare_dataset") + "shards -q --vocab '" + test_vocab_dir() +
+                             "' --separator '\\n\\n' --shard-size 40 -n t -o '";
+    // The sets as complete runs write them.
+    const std::string ref = tmp.path + "/ref";
+    ASSERT_EQ(run_tool(base + ref + "/a' '" + big + "'").code, 0);
+    ASSERT_EQ(run_tool(base + ref + "/b' '" + small + "'").code, 0);
+    const FileSet old_set = glob_set(ref + "/a"), new_set = glob_set(ref + "/b");
+    ASSERT_GT(old_set.size(), new_set.size() + 2);
+    ASSERT_GE(new_set.size(), 2u);
+
+    for (bool exchange : {true, false}) {
+        const std::string hooks = exchange ? "" : "PREPARE_DATASET_TEST_NO_EXCHANGE=1 ";
+        int steps = 0;
+        for (int k = 1; k < 100; k++) {
+            const std::string work = tmp.path + "/w";
+            std::filesystem::remove_all(work);
+            ASSERT_EQ(mkdir(work.c_str(), 0755), 0);
+            const std::string out = work + "/out";
+            ASSERT_EQ(run_tool(base + out + "' '" + big + "'").code, 0);
+            write_file(out + "/notes.txt", "mine");                       // other files of the directory
+            ASSERT_EQ(symlink("notes.txt", (out + "/link").c_str()), 0);
+            ToolRun r = run_tool("PREPARE_DATASET_TEST_EXIT_AT_COMMIT_STEP=" + std::to_string(k) + " " + hooks + base +
+                                 out + "' '" + small + "'");
+            ASSERT_TRUE(r.code == 99 || r.code == 0) << r.code << r.err;
+            const FileSet seen = glob_set(out);
+            const bool missing = !exists(out);   // between the two renames without RENAME_EXCHANGE
+            EXPECT_TRUE(seen == old_set || seen == new_set || (!exchange && missing))
+                << (exchange ? "exchange" : "two renames") << ", killed before commit step " << k << ": the glob sees "
+                << seen.size() << " files, a mix of the old set (" << old_set.size() << ") and the new one ("
+                << new_set.size() << ")";
+            if (!missing) {
+                EXPECT_EQ(read_file(out + "/notes.txt"), "mine") << k;
+                EXPECT_EQ(read_file(out + "/link"), "mine") << k;
+            }
+            // The next run cleans up (moving the old directory back if it is missing) and commits.
+            ToolRun again = run_tool(base + out + "' '" + small + "'");
+            ASSERT_EQ(again.code, 0) << again.err;
+            EXPECT_EQ(glob_set(out), new_set) << k;
+            EXPECT_EQ(read_file(out + "/notes.txt"), "mine") << k;
+            EXPECT_EQ(list_files(work), std::vector<std::string>{"out"}) << "leftovers beside the output, step " << k;
+            if (r.code == 0) break;   // k is past the last step
+            steps = k;
+        }
+        // carried files (notes.txt, link), the swap (two renames without exchange), deleting the old one
+        EXPECT_EQ(steps, exchange ? 4 : 5);
+    }
+}
+
+TEST(Tools, OutputDirectoryRules) {
+    REQUIRE_VOCAB();
+    REQUIRE_TOOLS();
+    TempDir tmp("test_prepare_dataset");
+    const std::string in = tmp.write("in.txt", lines_of(5, "doc"));
+    const std::string base = tool("prepare_dataset") + "shards -q --vocab '" + test_vocab_dir() + "' -n t ";
+    // Refused: a directory holding a subdirectory, the working directory (or one that holds it).
+    const std::string sub = tmp.path + "/withsub";
+    ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((sub + "/inner").c_str(), 0755), 0);
+    ToolRun r = run_tool(base + "-o '" + sub + "' '" + in + "'");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("error: --out '" + sub + "' holds the directory 'inner'"), std::string::npos) << r.err;
+    r = run_tool("cd '" + sub + "/inner' && " + base + "-o . '" + in + "'");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("error: --out '.' is the working directory or holds it"), std::string::npos) << r.err;
+    r = run_tool("cd '" + sub + "/inner' && " + base + "-o .. '" + in + "'");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("is the working directory or holds it"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    // A symlink to the output directory: the directory it names is replaced, the symlink stays.
+    const std::string real = tmp.path + "/real", via = tmp.path + "/via";
+    ASSERT_EQ(mkdir(real.c_str(), 0750), 0);
+    ASSERT_EQ(symlink(real.c_str(), via.c_str()), 0);
+    r = run_tool(base + "-o '" + via + "' '" + in + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(list_files(real), std::vector<std::string>{"t_val_000000.bin"});
+    struct stat st;
+    ASSERT_EQ(lstat(via.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISLNK(st.st_mode));
+    ASSERT_EQ(stat(real.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0750u) << "the new directory keeps the old one's mode";
+    // Another set in the same directory stays; the same set is replaced with one note.
+    r = run_tool(base + "-o '" + real + "' --name other '" + in + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run_tool(tool("prepare_dataset") + "shards --vocab '" + test_vocab_dir() + "' -n t -o '" + real + "' '" + in + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("note: replaced 1 file of an earlier run of the set 't'"), std::string::npos) << r.err;
+    EXPECT_EQ(list_files(real), (std::vector<std::string>{"other_val_000000.bin", "t_val_000000.bin"}));
+    // Leftovers of a killed run beside the directory are deleted; those of a live run are not.
+    const std::string stale = tmp.path + "/.real.new-abcdef", live = tmp.path + "/.real.new-ghijkl";
+    ASSERT_EQ(mkdir(stale.c_str(), 0755), 0);
+    ASSERT_EQ(mkdir(live.c_str(), 0755), 0);
+    const int fd = open(live.c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_EQ(flock(fd, LOCK_EX), 0);
+    r = run_tool(base + "-o '" + real + "' '" + in + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_FALSE(exists(stale));
+    EXPECT_TRUE(exists(live));
+    close(fd);
 }
