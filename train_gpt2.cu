@@ -388,8 +388,9 @@ static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, in
     r = CheckpointRead();
     const int chosen = step < 0 ? resume_choose_step(dir) : step;
     if (chosen < 0) return;
+    const ZeroLayout layout = tr.cfg.zero_stage == 1 ? zero_shard_layout(mc, tr.cfg.num_processes) : ZeroLayout::llmc;
     checkpoint_read(&r, dir, chosen, mc, "-e " + tr.cfg.init, tr.cfg.num_processes, rank, shard_size, kFloatXIsBF16,
-                    tr.cfg.master_weights != 0);
+                    tr.cfg.master_weights != 0, layout);
     const std::string& state_path = r.state_path;
     run_state_restore_loader(r.rs, &tr.train_loader, state_path);
     if (r.rs.has_outliers) {
@@ -512,9 +513,9 @@ static const std::string& train_pattern(const TrainConfig& c) {
 }
 static const char* train_flag(const TrainConfig& c) { return c.overfit_single_batch ? "-j (trained on with -a 1)" : "-i"; }
 
-// Processes: the geometry the start-up (setup_gpu) will find, and what depends on it only: ZeRO-1's
-// divisibility and the batch sizes. Nothing here starts a process or touches the GPU.
-static void setup_processes(Trainer& tr, const GPT2Config& mc) {
+// Processes: the geometry the start-up (setup_gpu) will find, and what depends on it only: the batch
+// sizes. Nothing here starts a process or touches the GPU.
+static void setup_processes(Trainer& tr) {
     TrainConfig& c = tr.cfg;
     int rank = 0, nproc = 1;
     launch_geometry(c, &rank, &nproc);
@@ -522,12 +523,6 @@ static void setup_processes(Trainer& tr, const GPT2Config& mc) {
     c.process_rank = rank;
     tr.mp.process_rank = rank;  // is_rank0() before the start-up
     tr.mp.num_processes = nproc;
-    if (c.zero_stage == 1) {  // llm.c's ZeRO-1 layout: 1/P of every tensor of every layer (llmc/zero_shards.h)
-        const std::string zp = zero_shard_problem(mc, nproc);
-        if (!zp.empty()) fatal("-z 1 with %d processes (-e %s): %s; use -z 0 or a process count that divides it",
-                               nproc, c.init.c_str(), zp.c_str());
-    }
-
     // batch sizes
     const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
     if (c.total_batch < 0) c.total_batch = tokens_per_micro;
@@ -588,7 +583,7 @@ static void setup_output(Trainer& tr, const GPT2Config& mc) {
 
 // GPU and processes (after everything that can be checked without one): the device, then the
 // multi-GPU start-up, which must find the geometry setup_processes planned with.
-static const cudaDeviceProp& setup_gpu(Trainer& tr) {
+static const cudaDeviceProp& setup_gpu(Trainer& tr, const GPT2Config& mc) {
     const TrainConfig& c = tr.cfg;
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
@@ -602,6 +597,11 @@ static const cudaDeviceProp& setup_gpu(Trainer& tr) {
     }
     if (c.zero_stage > 0 && c.num_processes == 1 && is_rank0(tr)) {
         printf("note: -z %d with one process shards nothing\n", c.zero_stage);
+    }
+    if (c.zero_stage == 1 && zero_shard_layout(mc, c.num_processes) == ZeroLayout::padded && is_rank0(tr)) {
+        printf("note: -z 1 with %d processes: not every tensor of this model divides by %d, so each process updates "
+               "one contiguous 1/%d of all parameters (the padded layout, which llm.c does not have)\n",
+               c.num_processes, c.num_processes, c.num_processes);
     }
     GpuContextOptions ctx_opt;
     ctx_opt.allow_tf32 = c.allow_tf32 != 0;
@@ -711,11 +711,11 @@ static void setup(Trainer& tr) {
     require_matches(train_pattern(c), c.overfit_single_batch ? "-j" : "-i");
     tr.have_val = c.val_every > 0 && c.val_max_steps != 0 && !c.val_pattern.empty();  // -m -1: the whole split
     if (tr.have_val) require_matches(c.val_pattern, "-j");
-    setup_processes(tr, m.mc);
+    setup_processes(tr);
     setup_data(tr, m.mc);
     setup_output(tr, m.mc);
 
-    const cudaDeviceProp& props = setup_gpu(tr);
+    const cudaDeviceProp& props = setup_gpu(tr, m.mc);
     const int max_b = setup_model(tr, m);
     if (is_rank0(tr)) print_run_table(tr, m.mc, props, max_b);
 }
