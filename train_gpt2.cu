@@ -274,6 +274,8 @@ struct Trainer {
     uint64_t sample_rng = 1337;
     GpuPeak peak;
     CheckpointRead resume;  // -y 1: read and checked on the host before the GPU starts, uploaded after
+    ResumeHostState resume_fresh;  // -y 1: loader and outlier windows as the set-up left them
+    bool resume_fresh_saved = false;
     Watchdog watchdog;  // bounds every wait of the loop on the GPU / a collective (-wt)
 };
 
@@ -373,12 +375,17 @@ static void save_checkpoint(Trainer& tr, int step) {
 
 // -y 1, host part (before any CUDA call): removes the leftovers of an interrupted checkpoint, then reads
 // and checks all of checkpoint `step` (model header vs the configuration, the whole run state with its
-// checksum, the data position) into tr.resume. step < 0: the newest complete checkpoint in this
-// process's view of -o (resume_choose_step), or nothing when there is none. shard_size: optimizer
-// elements of this process.
+// checksum, the data position) into tr.resume and restores the loader and outlier windows from it.
+// step < 0: the newest complete checkpoint in this process's view of -o (resume_choose_step), or nothing
+// when there is none. shard_size: optimizer elements of this process. The first call keeps the fresh
+// loader and windows, which resume_upload goes back to if the ranks agree on another step.
 static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, int step = -1) {
     const std::string& dir = tr.cfg.output_dir;
     const int rank = tr.cfg.process_rank;
+    if (!tr.resume_fresh_saved) {
+        tr.resume_fresh = resume_host_state(&tr.train_loader, tr.loss_outlier, tr.norm_outlier);
+        tr.resume_fresh_saved = true;
+    }
     if (step < 0) {
         for (const std::string& f : ckpt_remove_leftovers(dir, rank)) {
             printf("resume: removed '%s', left by an interrupted checkpoint\n", f.c_str());
@@ -387,46 +394,45 @@ static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, in
     CheckpointRead& r = tr.resume;
     r = CheckpointRead();
     const int chosen = step < 0 ? resume_choose_step(dir) : step;
-    if (chosen < 0) return;
-    const ZeroLayout layout = tr.cfg.zero_stage == 1 ? zero_shard_layout(mc, tr.cfg.num_processes) : ZeroLayout::llmc;
-    checkpoint_read(&r, dir, chosen, mc, "-e " + tr.cfg.init, tr.cfg.num_processes, rank, shard_size, kFloatXIsBF16,
-                    tr.cfg.master_weights != 0, layout);
-    const std::string& state_path = r.state_path;
-    run_state_restore_loader(r.rs, &tr.train_loader, state_path);
-    if (r.rs.has_outliers) {
-        tr.loss_outlier = r.rs.loss_outlier;
-        tr.norm_outlier = r.rs.grad_norm_outlier;
+    if (chosen >= 0) {
+        const ZeroLayout layout = tr.cfg.zero_stage == 1 ? zero_shard_layout(mc, tr.cfg.num_processes) : ZeroLayout::llmc;
+        checkpoint_read(&r, dir, chosen, mc, "-e " + tr.cfg.init, tr.cfg.num_processes, rank, shard_size, kFloatXIsBF16,
+                        tr.cfg.master_weights != 0, layout);
     }
+    resume_restore_host(r, tr.resume_fresh, &tr.train_loader, &tr.loss_outlier, &tr.norm_outlier);
 }
 
-// -y 1, after the processes are up: rank 0's step is every rank's (see llmc/rank_agreement.h). A rank
-// whose own view of -o chose another step reads rank 0's instead; when any rank lacks a file of that
-// step, every rank stops, each naming what it lacks. Then the upload; returns the step to continue from.
+// -y 1, after the processes are up (llmc/rank_agreement.h): every rank has rank 0's model shape and takes
+// rank 0's step; a rank whose own view of -o chose another step reads rank 0's instead, or drops its
+// read when rank 0 starts fresh, and its loader and outlier windows are set anew for that step; when any
+// rank lacks a file of that step, every rank stops, each naming what it lacks. Then the upload and rank
+// 0's rounding RNG on every rank (llm.c's files hold one per rank); a fresh start takes rank 0's initial
+// weights on every rank (without -e a rank may have loaded its own stale checkpoint's). Returns the step
+// to continue from.
 static int resume_upload(Trainer& tr, const GPT2Config& mc) {
+    const RankComm comm = rank_comm_of(&tr.mp);
+    const std::string& dir = tr.cfg.output_dir;
     {
-        WatchdogWait w(&tr.watchdog, 0, "resume: the step broadcast and file check (ncclBroadcast / ncclAllReduce)");
-        const std::string& dir = tr.cfg.output_dir;
-        const int step = multi_gpu_broadcast_int(is_rank0(tr) ? tr.resume.step : 0, &tr.mp);
-        std::vector<std::string> missing;
-        if (step >= 0) missing = resume_missing_files(dir, step, tr.mp.process_rank);
-        if (!missing.empty()) fprintf(stderr, "%s\n", resume_missing_message(missing, step, tr.mp.process_rank).c_str());
-        const int ranks_missing = (int)multi_gpu_cpu_float_sum(missing.empty() ? 0.0f : 1.0f, &tr.mp);
-        if (ranks_missing > 0) {
-            fatal("resume from step %d of %s: %d of %d ranks miss files of that step (named above); every rank stops",
-                  step, dir.c_str(), ranks_missing, tr.mp.num_processes);
-        }
-        if (step != tr.resume.step) {
-            printf("resume: rank %d saw step %d as the newest checkpoint; taking rank 0's step %d\n",
-                   tr.mp.process_rank, tr.resume.step, step);
-            if (step < 0) tr.resume = CheckpointRead();
-            else resume_read(tr, mc, tr.model.shard.size, step);
-        }
+        WatchdogWait w(&tr.watchdog, 0, "resume: the model, step and file checks (ncclBroadcast / ncclAllReduce)");
+        ranks_agree_model(mc, "-e " + tr.cfg.init, comm);
+        const int step = resume_agree(&tr.resume, dir, tr.resume_fresh, &tr.train_loader, &tr.loss_outlier,
+                                      &tr.norm_outlier, comm,
+                                      [&](int s) { resume_read(tr, mc, tr.model.shard.size, s); });
         if (step < 0 && is_rank0(tr)) printf("resume: no complete checkpoint in %s, starting fresh\n", dir.c_str());
     }
     const CheckpointRead& r = tr.resume;
-    if (r.step < 0) return 0;
+    if (r.step < 0) {
+        WatchdogWait w(&tr.watchdog, 0, "resume: rank 0's initial weights (ncclBroadcast)");
+        multi_gpu_broadcast_params(tr.model.params_memory, tr.model.num_parameters, &tr.mp, tr.model.stream);
+        cudaCheck(cudaStreamSynchronize(tr.model.stream));
+        return 0;
+    }
     checkpoint_upload(&tr.model, r);
-    if (is_rank0(tr)) printf("resume: loaded step %d from %s\n", r.step, tr.cfg.output_dir.c_str());
+    {
+        WatchdogWait w(&tr.watchdog, 0, "resume: rank 0's rounding RNG (ncclBroadcast)");
+        resume_agree_rng(&tr.model.rng_state, &tr.model.rng_state_last_update, comm);
+    }
+    if (is_rank0(tr)) printf("resume: loaded step %d from %s\n", r.step, dir.c_str());
     const int step = r.step;
     tr.resume = CheckpointRead();  // the host copies are no longer needed
     return step;
