@@ -686,7 +686,7 @@ std::atomic<bool> g_stopping{false};     // a thread is ending the process
 // empty), the watch's on_abort bounded by PEER_WATCH_ABORT_GRACE_S. A second caller waits for the first.
 [[noreturn]] void stop_process(PeerWatch* w, const std::string& line, const std::string& notice) {
     if (g_stopping.exchange(true)) park_forever();
-    if (!line.empty()) fprintf(stderr, "error: %s\n", line.c_str());
+    if (!line.empty()) fprintf(stderr, "%s\n", line.c_str());
     fflush(stdout);
     fflush(stderr);
     if (w != nullptr && w->ch != nullptr && !notice.empty()) peer_channel_notify(w->ch, notice);
@@ -715,7 +715,7 @@ void watch_loop(PeerWatch* w) {
         std::string msg;
         if (w->ch != nullptr) {
             if (peer_channel_poll(w->ch, 200, &msg)) {
-                stop_process(w, "rank " + std::to_string(w->rank) + " stops because " + msg, "");
+                stop_process(w, PEER_FAILURE_PREFIX + std::string("rank ") + std::to_string(w->rank) + " stops because " + msg, "");
             }
         } else {
             sleep_s(0.2);
@@ -724,8 +724,8 @@ void watch_loop(PeerWatch* w) {
             next_check = now_s() + 1.0;
             const std::string problem = w->check();
             if (!problem.empty()) {
-                const std::string line = "rank " + std::to_string(w->rank) + ": " + problem;
-                stop_process(w, line, line);
+                const std::string notice = "rank " + std::to_string(w->rank) + ": " + problem;
+                stop_process(w, PEER_FAILURE_PREFIX + notice, notice);
             }
         }
     }

@@ -59,9 +59,12 @@
  *
  * Peer watch: a thread that polls the channel (and an optional check of the caller's, e.g. NCCL's
  * asynchronous error) and ends the process when a peer failed; it also registers the fatal() hook
- * (llmc/utils.h), so this rank's own error reaches the peers. In both cases one line goes to stderr,
- * then on_abort runs (the communicator's abort; given PEER_WATCH_ABORT_GRACE_S, as it can block on a
- * dead peer), then _exit(1). Whichever thread stops the process first does so; a second one waits.
+ * (llmc/utils.h), so this rank's own error reaches the peers. A peer's failure prints one line,
+ * "peer failure: rank R stops because rank F failed: <F's message>" (or "... rank F ended without a
+ * message ...", or "peer failure: rank R: NCCL reports ..."); not "error: ", so that a restart script
+ * (scripts/mpi_launch.sh error_recurs) judges a run by the failing rank's own message. Then on_abort
+ * runs (the communicator's abort; given PEER_WATCH_ABORT_GRACE_S, as it can block on a dead peer), then
+ * _exit(1). Whichever thread stops the process first does so; a second one waits.
  *   peer_watch_start(ch, rank, on_abort, check)   ch may be null (MPI: no channel; on_abort then
  *                                                 includes MPI_Abort); check returns "" while all is well
  *   peer_watch_tell_peers(message)               notifies the peers without stopping this process (the
@@ -81,6 +84,7 @@ constexpr size_t NCCL_ID_BYTES = 128;        // sizeof(ncclUniqueId); multi_gpu.
 constexpr int NCCL_ID_DEFAULT_PORT = 12345;  // default TCP port (llm.c's fixed port)
 
 constexpr double PEER_WATCH_ABORT_GRACE_S = 10.0;  // longest wait for on_abort before _exit(1)
+constexpr const char* PEER_FAILURE_PREFIX = "peer failure: ";  // a line about another rank's failure
 
 // The links that stay after an exchange (see the header comment). Not copyable: it owns sockets.
 struct PeerChannel {

@@ -492,6 +492,9 @@ TEST_F(IdExchange, TagComesFromArgumentThenEnvironment) {
 
 enum class Then { fail, die, finish, wait, check_fails };
 
+// A line beginning "error: ": what scripts/mpi_launch.sh error_recurs takes for an error a restart repeats.
+bool has_error_line(const std::string& log) { return log.rfind("error: ", 0) == 0 || contains(log, "\nerror: "); }
+
 // One rank: exchange (keeping the channel), start the watch, then `then` after delay_s.
 int peer_rank(bool tcp, int rank, int n, int port, const std::string& dir, Then then, double delay_s) {
     static PeerChannel ch;  // outlives the watch thread (the process ends through _exit)
@@ -569,9 +572,10 @@ TEST_F(IdExchange, PeerTcpOneRankFailsEveryOtherStopsWithItsMessage) {
             if (r == failing) {
                 EXPECT_TRUE(contains(res.err, "error: disk full on rank " + std::to_string(r))) << res.err;
             } else {
-                EXPECT_TRUE(contains(res.err, "error: rank " + std::to_string(r) + " stops because rank " +
+                EXPECT_TRUE(contains(res.err, "peer failure: rank " + std::to_string(r) + " stops because rank " +
                                                   std::to_string(failing) + " failed: disk full on rank " +
                                                   std::to_string(failing))) << res.err;
+                EXPECT_FALSE(has_error_line(res.err)) << res.err;  // the error is the failing rank's
             }
         }
     }
@@ -584,6 +588,7 @@ TEST_F(IdExchange, PeerTcpAKilledRankIsNoticed) {
     for (int r : {0, 2}) {
         EXPECT_EQ(run.results[r].exit_code, 1) << run.results[r].err;
         EXPECT_TRUE(contains(run.results[r].err, "stops because rank 1 ended without a message")) << run.results[r].err;
+        EXPECT_FALSE(has_error_line(run.results[r].err)) << run.results[r].err;  // a kill: transient for a restart
     }
 }
 
@@ -600,9 +605,9 @@ TEST_F(IdExchange, PeerWatchCheckStopsTheRankAndTellsThePeers) {
     PeerRun run = run_peers(logs, shared, true, {Then::wait, Then::check_fails}, {0.3, 0.3});
     EXPECT_LT(run.seconds, 10.0);
     EXPECT_EQ(run.results[1].exit_code, 1);
-    EXPECT_TRUE(contains(run.results[1].err, "error: rank 1: NCCL reports an error (test)")) << run.results[1].err;
+    EXPECT_TRUE(contains(run.results[1].err, "peer failure: rank 1: NCCL reports an error (test)")) << run.results[1].err;
     EXPECT_EQ(run.results[0].exit_code, 1);
-    EXPECT_TRUE(contains(run.results[0].err, "rank 0 stops because rank 1: NCCL reports an error (test)"))
+    EXPECT_TRUE(contains(run.results[0].err, "peer failure: rank 0 stops because rank 1: NCCL reports an error (test)"))
         << run.results[0].err;
 }
 
