@@ -846,6 +846,16 @@ int main(int argc, char** argv) {
                c.total_batch / (total_ms / timed_steps / 1000.0), (total_b - free_b) / 1073741824.0);
     }
 
+    // test hook (dev/test/gpu/multi_gpu_checklist.sh): every rank prints a checksum of its parameters, which
+    // data-parallel replicas must share bit for bit
+    if (getenv("LLMC_TEST_PARAM_CHECKSUM") != nullptr) {
+        std::vector<floatX> params(model.num_parameters);
+        cudaCheck(cudaMemcpy(params.data(), model.params_memory, params.size() * sizeof(floatX), cudaMemcpyDeviceToHost));
+        Checksum64 ck;
+        checksum_init(&ck);
+        checksum_update(&ck, params.data(), params.size() * sizeof(floatX));
+        printf("rank %d: parameter checksum %016llx\n", tr.mp.process_rank, (unsigned long long)checksum_final(&ck));
+    }
     if (model.timer) {
         if (is_rank0(tr)) {
             phase_timer_print(model.timer);
