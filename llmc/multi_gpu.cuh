@@ -92,6 +92,7 @@
 
 #include <unistd.h>
 
+#include "llmc/comm_guard.h"
 #include "llmc/cuda_common.h"
 #include "llmc/nccl_id_exchange.h"  // host only; also gives NCCL_ID_DEFAULT_PORT to single-GPU builds
 #include "llmc/utils.h"
@@ -193,13 +194,11 @@ inline void nccl_check_(ncclResult_t r, const char* stmt, const char* file, int 
 #define ncclCheck(stmt) do { ncclResult_t r_ = (stmt); \
     if (r_ != ncclSuccess) nccl_check_(r_, #stmt, __FILE__, __LINE__); } while (0)
 
-// The process's one communicator, and what lets another thread abort it safely (see the header).
-// Allocated once and never freed: no destructor can run while a thread still uses it at exit.
+// The process's one communicator, and what lets another thread abort it safely (see the header and
+// llmc/comm_guard.h). Allocated once and never freed: no destructor can run while a thread still uses
+// it at exit.
 struct MultiGpuComm_ {
-    std::recursive_timed_mutex mu;    // held for every NCCL call on comm; recursive: a fatal error inside
-                                      // a locked call runs the abort on the same thread
-    ncclComm_t comm = nullptr;        // guarded by mu
-    std::atomic<bool> aborted{false};  // set once, by the thread that aborts (before it takes mu)
+    CommGuard guard;                  // handle: the ncclComm_t
     PeerChannel channel;              // tcp / fs start-up: the link to the other ranks
     bool channel_open = false;
 };
@@ -208,29 +207,11 @@ inline MultiGpuComm_& multi_gpu_comm_() {
     return *c;
 }
 
-// After an abort by another thread the main thread waits here: that thread ends the process.
-[[noreturn]] inline void multi_gpu_park_() {
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1000));
-}
-
 // The main thread's hold on the communicator for one sequence of NCCL calls.
-struct MultiGpuCommLock {
-    std::unique_lock<std::recursive_timed_mutex> lock;
-    MultiGpuCommLock() : lock(multi_gpu_comm_().mu) { park_if_aborted(); }
-    ncclComm_t comm() const { return multi_gpu_comm_().comm; }
-    void park_if_aborted() {
-        if (multi_gpu_comm_().aborted.load()) {
-            lock.unlock();
-            multi_gpu_park_();
-        }
-    }
-    // lets an aborting thread in while this one waits for NCCL
-    void pause_us(int us) {
-        lock.unlock();
-        usleep(us);
-        lock.lock();
-        park_if_aborted();
-    }
+struct MultiGpuCommLock : CommHold {
+    MultiGpuCommLock() : CommHold(&multi_gpu_comm_().guard) {}
+    ncclComm_t comm() const { return static_cast<ncclComm_t>(handle()); }
+    void set_comm(ncclComm_t c) { g->handle = c; }
 };
 
 // A call on a non-blocking communicator may answer ncclInProgress: poll until it is done.
@@ -244,29 +225,23 @@ inline void nccl_settle_(MultiGpuCommLock& lk, ncclResult_t r, const char* stmt,
 #define ncclCheckLocked(lk, stmt) do { ncclResult_t r_ = (stmt); \
     if (r_ != ncclSuccess) nccl_settle_(lk, r_, #stmt, __FILE__, __LINE__); } while (0)
 
-// Aborts the communicator, from any thread, once per process. Waits at most wait_s for the main thread
-// to leave an NCCL call; a call that never returns is left alone (the caller exits anyway).
+// Aborts the communicator, from any thread, once per process (llmc/comm_guard.h comm_guard_abort).
 inline void multi_gpu_abort_comm_(double wait_s) {
-    MultiGpuComm_& g = multi_gpu_comm_();
-    if (g.aborted.exchange(true)) return;
-    std::unique_lock<std::recursive_timed_mutex> lock(g.mu, std::defer_lock);
-    if (!lock.try_lock_for(std::chrono::duration<double>(wait_s))) return;
-    if (g.comm != nullptr) ncclCommAbort(g.comm);
-    g.comm = nullptr;
+    comm_guard_abort(&multi_gpu_comm_().guard, wait_s, [](void* c) { ncclCommAbort(static_cast<ncclComm_t>(c)); });
 }
 
 // The peer watch's check: an asynchronous error of the communicator (e.g. ncclRemoteError when a peer
 // is gone), "" while all is well. Skipped while the main thread is inside an NCCL call.
 inline std::string multi_gpu_async_problem_() {
-    MultiGpuComm_& g = multi_gpu_comm_();
-    std::unique_lock<std::recursive_timed_mutex> lock(g.mu, std::try_to_lock);
-    if (!lock.owns_lock() || g.aborted.load() || g.comm == nullptr) return "";
-    ncclResult_t r = ncclSuccess;
-    if (ncclCommGetAsyncError(g.comm, &r) != ncclSuccess || r == ncclSuccess || r == ncclInProgress) return "";
-    const char* last = ncclGetLastError(g.comm);
-    return std::string("NCCL reports an error on this rank's communicator: ") + ncclGetErrorString(r) +
-           (last != nullptr && last[0] != '\0' ? std::string(" (") + last + ")" : std::string()) +
-           " (a peer process stopped, or the network between the ranks failed)";
+    return comm_guard_try(&multi_gpu_comm_().guard, [](void* c) -> std::string {
+        const ncclComm_t comm = static_cast<ncclComm_t>(c);
+        ncclResult_t r = ncclSuccess;
+        if (ncclCommGetAsyncError(comm, &r) != ncclSuccess || r == ncclSuccess || r == ncclInProgress) return "";
+        const char* last = ncclGetLastError(comm);
+        return std::string("NCCL reports an error on this rank's communicator: ") + ncclGetErrorString(r) +
+               (last != nullptr && last[0] != '\0' ? std::string(" (") + last + ")" : std::string()) +
+               " (a peer process stopped, or the network between the ranks failed)";
+    });
 }
 
 #ifdef USE_MPI
@@ -331,12 +306,12 @@ inline void multi_gpu_comm_init_(int num_processes, const ncclUniqueId& id, int 
     MultiGpuCommLock lk;
     ncclComm_t comm = nullptr;
     ncclResult_t r = ncclCommInitRankConfig(&comm, num_processes, id, rank, &config);
-    multi_gpu_comm_().comm = comm;
+    lk.set_comm(comm);
     if (r != ncclSuccess && r != ncclInProgress) nccl_check_(r, "ncclCommInitRankConfig", __FILE__, __LINE__);
     const double t0 = wall_seconds_();
     while (r == ncclInProgress) {
         if (wall_seconds_() - t0 > timeout_s) {
-            multi_gpu_comm_().comm = nullptr;
+            lk.set_comm(nullptr);
             ncclCommAbort(comm);
             fatal("rank %d: NCCL start-up (ncclCommInitRank of %d ranks) did not finish within %.0f s: a rank is "
                   "missing, stopped, or cannot reach this one (NCCL_SOCKET_IFNAME?); set the limit with "
@@ -346,7 +321,7 @@ inline void multi_gpu_comm_init_(int num_processes, const ncclUniqueId& id, int 
         ncclCheck(ncclCommGetAsyncError(comm, &r));
     }
     if (r != ncclSuccess) {
-        multi_gpu_comm_().comm = nullptr;
+        lk.set_comm(nullptr);
         ncclCommAbort(comm);
         nccl_check_(r, "ncclCommInitRankConfig (asynchronous)", __FILE__, __LINE__);
     }
@@ -448,6 +423,7 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
 
 inline void multi_gpu_config_free(MultiGpuConfig* cfg) {
     MultiGpuComm_& g = multi_gpu_comm_();
+    g.guard.finishing = true;  // a faster peer may close its end while this one finalizes: no asynchronous-error stop
     if (cfg->use_nccl && cfg->nccl_stream != nullptr) {
         cudaCheck(cudaStreamSynchronize(cfg->nccl_stream));
         {
@@ -456,7 +432,7 @@ inline void multi_gpu_config_free(MultiGpuConfig* cfg) {
                 ncclCheckLocked(lk, ncclCommFinalize(lk.comm()));
                 const ncclResult_t r = ncclCommDestroy(lk.comm());  // after a finalize, in progress is done enough
                 if (r != ncclSuccess && r != ncclInProgress) nccl_check_(r, "ncclCommDestroy", __FILE__, __LINE__);
-                g.comm = nullptr;
+                lk.set_comm(nullptr);
             }
         }
         cudaCheck(cudaStreamDestroy(cfg->nccl_stream));
