@@ -37,9 +37,11 @@
  *   (llmc/nccl_id_exchange.h): tcp / fs keep a channel between the ranks (mpi: MPI_Abort ends the job).
  *   Any error of this rank after that point (fatal(), a failed CUDA / NCCL check) is sent to the peers,
  *   this rank's communicator is aborted and the process exits 1; a peer that hears of it, or whose
- *   communicator reports an asynchronous error (polled once a second), prints "rank R stops because
- *   rank F failed: <F's message>" and does the same. So every rank ends within seconds instead of
- *   waiting for its watchdog. The watchdog's own abort (multi_gpu_abort) tells the peers too.
+ *   communicator reports an asynchronous error (polled once a second), prints "peer failure: rank R
+ *   stops because rank F failed: <F's message>" and does the same. So every rank ends within seconds
+ *   instead of waiting for its watchdog. The watchdog's own abort (multi_gpu_abort) tells the peers too.
+ *   Before the exchange there is no channel: a rank that fails then leaves the others to the exchange's
+ *   own timeout (which is why every check that can fail on one rank runs before it).
  * One thread at a time on the communicator (NCCL's rule): the main thread holds a process-wide lock
  *   for each NCCL call sequence and releases it while it polls; the thread that aborts (watchdog, peer
  *   watch, or the fatal hook) takes it, marks the communicator aborted and calls ncclCommAbort. The
