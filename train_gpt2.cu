@@ -282,6 +282,8 @@ struct Trainer {
     uint64_t sample_rng = 1337;
     GpuPeak peak;
     CheckpointRead resume;  // -y 1: read and checked on the host before the GPU starts, uploaded after
+    ResumeHostState resume_fresh;  // -y 1: loader and outlier windows as the set-up left them
+    bool resume_fresh_saved = false;
     Watchdog watchdog;  // bounds every wait of the loop on the GPU / a collective (-wt)
     std::string recompute_why, gelu_fusion_why;  // -r / -ge picked at start-up: why (the table)
 };
@@ -382,12 +384,17 @@ static void save_checkpoint(Trainer& tr, int step) {
 
 // -y 1, host part (before any CUDA call): removes the leftovers of an interrupted checkpoint, then reads
 // and checks all of checkpoint `step` (model header vs the configuration, the whole run state with its
-// checksum, the data position) into tr.resume. step < 0: the newest complete checkpoint in this
-// process's view of -o (resume_choose_step), or nothing when there is none. shard_size: optimizer
-// elements of this process.
+// checksum, the data position) into tr.resume and restores the loader and outlier windows from it.
+// step < 0: the newest complete checkpoint in this process's view of -o (resume_choose_step), or nothing
+// when there is none. shard_size: optimizer elements of this process. The first call keeps the fresh
+// loader and windows, which resume_upload goes back to if the ranks agree on another step.
 static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, int step = -1) {
     const std::string& dir = tr.cfg.output_dir;
     const int rank = tr.cfg.process_rank;
+    if (!tr.resume_fresh_saved) {
+        tr.resume_fresh = resume_host_state(&tr.train_loader, tr.loss_outlier, tr.norm_outlier);
+        tr.resume_fresh_saved = true;
+    }
     if (step < 0) {
         for (const std::string& f : ckpt_remove_leftovers(dir, rank)) {
             printf("resume: removed '%s', left by an interrupted checkpoint\n", f.c_str());
@@ -396,45 +403,45 @@ static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, in
     CheckpointRead& r = tr.resume;
     r = CheckpointRead();
     const int chosen = step < 0 ? resume_choose_step(dir) : step;
-    if (chosen < 0) return;
-    checkpoint_read(&r, dir, chosen, mc, "-e " + tr.cfg.init, tr.cfg.num_processes, rank, shard_size, kFloatXIsBF16,
-                    tr.cfg.master_weights != 0);
-    const std::string& state_path = r.state_path;
-    run_state_restore_loader(r.rs, &tr.train_loader, state_path);
-    if (r.rs.has_outliers) {
-        tr.loss_outlier = r.rs.loss_outlier;
-        tr.norm_outlier = r.rs.grad_norm_outlier;
+    if (chosen >= 0) {
+        const ZeroLayout layout = tr.cfg.zero_stage == 1 ? zero_shard_layout(mc, tr.cfg.num_processes) : ZeroLayout::llmc;
+        checkpoint_read(&r, dir, chosen, mc, "-e " + tr.cfg.init, tr.cfg.num_processes, rank, shard_size, kFloatXIsBF16,
+                        tr.cfg.master_weights != 0, layout);
     }
+    resume_restore_host(r, tr.resume_fresh, &tr.train_loader, &tr.loss_outlier, &tr.norm_outlier);
 }
 
-// -y 1, after the processes are up: rank 0's step is every rank's (see llmc/rank_agreement.h). A rank
-// whose own view of -o chose another step reads rank 0's instead; when any rank lacks a file of that
-// step, every rank stops, each naming what it lacks. Then the upload; returns the step to continue from.
+// -y 1, after the processes are up (llmc/rank_agreement.h): every rank has rank 0's model shape and takes
+// rank 0's step; a rank whose own view of -o chose another step reads rank 0's instead, or drops its
+// read when rank 0 starts fresh, and its loader and outlier windows are set anew for that step; when any
+// rank lacks a file of that step, every rank stops, each naming what it lacks. Then the upload and rank
+// 0's rounding RNG on every rank (llm.c's files hold one per rank); a fresh start takes rank 0's initial
+// weights on every rank (without -e a rank may have loaded its own stale checkpoint's). Returns the step
+// to continue from.
 static int resume_upload(Trainer& tr, const GPT2Config& mc) {
+    const RankComm comm = rank_comm_of(&tr.mp);
+    const std::string& dir = tr.cfg.output_dir;
     {
-        WatchdogWait w(&tr.watchdog, 0, "resume: the step broadcast and file check (ncclBroadcast / ncclAllReduce)");
-        const std::string& dir = tr.cfg.output_dir;
-        const int step = multi_gpu_broadcast_int(is_rank0(tr) ? tr.resume.step : 0, &tr.mp);
-        std::vector<std::string> missing;
-        if (step >= 0) missing = resume_missing_files(dir, step, tr.mp.process_rank);
-        if (!missing.empty()) fprintf(stderr, "%s\n", resume_missing_message(missing, step, tr.mp.process_rank).c_str());
-        const int ranks_missing = (int)multi_gpu_cpu_float_sum(missing.empty() ? 0.0f : 1.0f, &tr.mp);
-        if (ranks_missing > 0) {
-            fatal("resume from step %d of %s: %d of %d ranks miss files of that step (named above); every rank stops",
-                  step, dir.c_str(), ranks_missing, tr.mp.num_processes);
-        }
-        if (step != tr.resume.step) {
-            printf("resume: rank %d saw step %d as the newest checkpoint; taking rank 0's step %d\n",
-                   tr.mp.process_rank, tr.resume.step, step);
-            if (step < 0) tr.resume = CheckpointRead();
-            else resume_read(tr, mc, tr.model.shard.size, step);
-        }
+        WatchdogWait w(&tr.watchdog, 0, "resume: the model, step and file checks (ncclBroadcast / ncclAllReduce)");
+        ranks_agree_model(mc, "-e " + tr.cfg.init, comm);
+        const int step = resume_agree(&tr.resume, dir, tr.resume_fresh, &tr.train_loader, &tr.loss_outlier,
+                                      &tr.norm_outlier, comm,
+                                      [&](int s) { resume_read(tr, mc, tr.model.shard.size, s); });
         if (step < 0 && is_rank0(tr)) printf("resume: no complete checkpoint in %s, starting fresh\n", dir.c_str());
     }
     const CheckpointRead& r = tr.resume;
-    if (r.step < 0) return 0;
+    if (r.step < 0) {
+        WatchdogWait w(&tr.watchdog, 0, "resume: rank 0's initial weights (ncclBroadcast)");
+        multi_gpu_broadcast_params(tr.model.params_memory, tr.model.num_parameters, &tr.mp, tr.model.stream);
+        cudaCheck(cudaStreamSynchronize(tr.model.stream));
+        return 0;
+    }
     checkpoint_upload(&tr.model, r);
-    if (is_rank0(tr)) printf("resume: loaded step %d from %s\n", r.step, tr.cfg.output_dir.c_str());
+    {
+        WatchdogWait w(&tr.watchdog, 0, "resume: rank 0's rounding RNG (ncclBroadcast)");
+        resume_agree_rng(&tr.model.rng_state, &tr.model.rng_state_last_update, comm);
+    }
+    if (is_rank0(tr)) printf("resume: loaded step %d from %s\n", r.step, dir.c_str());
     const int step = r.step;
     tr.resume = CheckpointRead();  // the host copies are no longer needed
     return step;
@@ -521,9 +528,9 @@ static const std::string& train_pattern(const TrainConfig& c) {
 }
 static const char* train_flag(const TrainConfig& c) { return c.overfit_single_batch ? "-j (trained on with -a 1)" : "-i"; }
 
-// Processes: the geometry the start-up (setup_gpu) will find, and what depends on it only: ZeRO-1's
-// divisibility and the batch sizes. Nothing here starts a process or touches the GPU.
-static void setup_processes(Trainer& tr, const GPT2Config& mc) {
+// Processes: the geometry the start-up (setup_gpu) will find, and what depends on it only: the batch
+// sizes. Nothing here starts a process or touches the GPU.
+static void setup_processes(Trainer& tr) {
     TrainConfig& c = tr.cfg;
     int rank = 0, nproc = 1;
     launch_geometry(c, &rank, &nproc);
@@ -531,12 +538,6 @@ static void setup_processes(Trainer& tr, const GPT2Config& mc) {
     c.process_rank = rank;
     tr.mp.process_rank = rank;  // is_rank0() before the start-up
     tr.mp.num_processes = nproc;
-    if (c.zero_stage == 1) {  // llm.c's ZeRO-1 layout: 1/P of every tensor of every layer (llmc/zero_shards.h)
-        const std::string zp = zero_shard_problem(mc, nproc);
-        if (!zp.empty()) fatal("-z 1 with %d processes (-e %s): %s; use -z 0 or a process count that divides it",
-                               nproc, c.init.c_str(), zp.c_str());
-    }
-
     // batch sizes
     const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
     if (c.total_batch < 0) c.total_batch = tokens_per_micro;
@@ -621,7 +622,7 @@ static void setup_output(Trainer& tr, const GPT2Config& mc) {
 
 // GPU and processes (after everything that can be checked without one): the device, then the
 // multi-GPU start-up, which must find the geometry setup_processes planned with.
-static const cudaDeviceProp& setup_gpu(Trainer& tr) {
+static const cudaDeviceProp& setup_gpu(Trainer& tr, const GPT2Config& mc) {
     const TrainConfig& c = tr.cfg;
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
@@ -635,6 +636,11 @@ static const cudaDeviceProp& setup_gpu(Trainer& tr) {
     }
     if (c.zero_stage > 0 && c.num_processes == 1 && is_rank0(tr)) {
         printf("note: -z %d with one process shards nothing\n", c.zero_stage);
+    }
+    if (c.zero_stage == 1 && zero_shard_layout(mc, c.num_processes) == ZeroLayout::padded && is_rank0(tr)) {
+        printf("note: -z 1 with %d processes: not every tensor of this model divides by %d, so each process updates "
+               "one contiguous 1/%d of all parameters (the padded layout, which llm.c does not have)\n",
+               c.num_processes, c.num_processes, c.num_processes);
     }
     GpuContextOptions ctx_opt;
     ctx_opt.allow_tf32 = c.allow_tf32 != 0;
@@ -765,12 +771,12 @@ static void setup(Trainer& tr) {
     require_matches(train_pattern(c), c.overfit_single_batch ? "-j" : "-i");
     tr.have_val = c.val_every > 0 && c.val_max_steps != 0 && !c.val_pattern.empty();  // -m -1: the whole split
     if (tr.have_val) require_matches(c.val_pattern, "-j");
-    setup_processes(tr, m.mc);
+    setup_processes(tr);
     setup_data(tr, m.mc);
     setup_output(tr, m.mc);
     setup_first_shards(tr);
 
-    const cudaDeviceProp& props = setup_gpu(tr);
+    const cudaDeviceProp& props = setup_gpu(tr, m.mc);
     agree_on_eval(tr);
     const int max_b = setup_model(tr, m);
     if (is_rank0(tr)) print_run_table(tr, m.mc, props, max_b);
@@ -898,6 +904,16 @@ int main(int argc, char** argv) {
                c.total_batch / (total_ms / timed_steps / 1000.0), (total_b - free_b) / 1073741824.0);
     }
 
+    // test hook (dev/test/gpu/multi_gpu_checklist.sh): every rank prints a checksum of its parameters, which
+    // data-parallel replicas must share bit for bit
+    if (getenv("LLMC_TEST_PARAM_CHECKSUM") != nullptr) {
+        std::vector<floatX> params(model.num_parameters);
+        cudaCheck(cudaMemcpy(params.data(), model.params_memory, params.size() * sizeof(floatX), cudaMemcpyDeviceToHost));
+        Checksum64 ck;
+        checksum_init(&ck);
+        checksum_update(&ck, params.data(), params.size() * sizeof(floatX));
+        printf("rank %d: parameter checksum %016llx\n", tr.mp.process_rank, (unsigned long long)checksum_final(&ck));
+    }
     if (model.timer) {
         if (is_rank0(tr)) {
             phase_timer_print(model.timer);

@@ -39,6 +39,7 @@ inline void checkpoint_save(GPT2* model, const std::string& dir, int step, RunSt
     rs.step = step;
     rs.rng_state = model->rng_state;
     rs.rng_state_last_update = model->rng_state_last_update;
+    rs.zero_layout = (int)model->shard.layout;
     run_state_write(ckpt_state_path(dir, step, mp->process_rank), rs,
                     state_body_buffers(body, m.data(), v.data(), master.data()));
     multi_gpu_barrier(mp);

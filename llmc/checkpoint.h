@@ -30,9 +30,11 @@
  *   std::vector<HostBuffer> state_body_buffers(const StateBody&, float* m, float* v, float* master)
  *        the body in file order over the caller's arrays (each body.elements floats)
  *   void checkpoint_read(CheckpointRead* out, dir, step, const GPT2Config& expect, const std::string& cfg_source,
- *                        int num_processes, int rank, size_t shard, bool bf16_build, bool master_weights)
+ *                        int num_processes, int rank, size_t shard, bool bf16_build, bool master_weights,
+ *                        ZeroLayout layout = llmc)
  *        reads and checks checkpoint `step` of dir: the model file's header against `expect` (the
- *        message names cfg_source, e.g. "-e d12"), the whole state file (llmc/run_state.h checks); out
+ *        message names cfg_source, e.g. "-e d12"), the whole state file (llmc/run_state.h checks), and
+ *        that a ZeRO-1 shard (P > 1, shard < N) is in this run's `layout` (llmc/zero_shards.h); out
  *        gets the paths, the header, the run state and the m / v / master blocks (master empty when
  *        the file has none). One fatal() naming the file on any problem.
  *
@@ -74,6 +76,7 @@
 
 #include "llmc/model_file.h"
 #include "llmc/run_state.h"
+#include "llmc/zero_shards.h"
 
 // ----------------------------------------------------------------------------
 // checkpoint directory
@@ -306,7 +309,7 @@ struct CheckpointRead {
 
 inline void checkpoint_read(CheckpointRead* out, const std::string& dir, int step, const GPT2Config& expect,
                             const std::string& cfg_source, int num_processes, int rank, size_t shard,
-                            bool bf16_build, bool master_weights) {
+                            bool bf16_build, bool master_weights, ZeroLayout layout = ZeroLayout::llmc) {
     CheckpointRead& r = *out;
     r = CheckpointRead();
     r.step = step;
@@ -317,11 +320,19 @@ inline void checkpoint_read(CheckpointRead* out, const std::string& dir, int ste
         fatal("checkpoint '%s' has a different model configuration than %s", r.model_path.c_str(), cfg_source.c_str());
     }
     const RunState peek = run_state_peek(r.state_path);
-    if (!peek.llmc_zero_layout && peek.num_processes > 1 && shard < gpt2_num_parameters(expect)) {
+    const bool zero1_shard = peek.num_processes > 1 && shard < gpt2_num_parameters(expect);
+    if (zero1_shard && peek.zero_layout == 0) {
         fatal("'%s' holds a ZeRO-1 optimizer shard of %d processes in the layout of an earlier gpt2cu build "
               "(one contiguous slice; this build uses llm.c's 1/P of every tensor of every layer), so its m, v "
               "and master weights would land on the wrong parameters: resume it with the build that wrote it, "
               "or start fresh (without -y 1, or with another -o)", r.state_path.c_str(), peek.num_processes);
+    }
+    if (zero1_shard && peek.zero_layout != (int)layout) {
+        fatal("'%s' holds a ZeRO-1 optimizer shard of %d processes in %s, but this run shards in %s (-z 1 "
+              "with %d processes and this model), so its m, v and master weights would land on "
+              "the wrong parameters: it was not written by this model at this process count", r.state_path.c_str(),
+              peek.num_processes, zero_layout_name((ZeroLayout)peek.zero_layout), zero_layout_name(layout),
+              num_processes);
     }
     const StateBody body = state_body_to_read(bf16_build, master_weights, peek.use_master_weights, shard);
     if (!body.refused.empty()) fatal("'%s' %s", r.state_path.c_str(), body.refused.c_str());

@@ -38,6 +38,9 @@ constexpr bool kFloatXIsBF16 = std::is_same<floatX, __nv_bfloat16>::value;
 [[noreturn]] inline void check_failed_(const char* lib, const char* what, const char* stmt, const char* file, int line) {
     fflush(stdout);
     fprintf(stderr, "[%s error] %s\n  in: %s\n  at %s:%d\n", lib, what, stmt, file, line);
+    char message[1024];
+    snprintf(message, sizeof(message), "%s error: %s (%s at %s:%d)", lib, what, stmt, file, line);
+    fatal_run_hook_(message);  // llmc/utils.h: the other processes of a multi-GPU run hear of it
     exit(EXIT_FAILURE);
 }
 

@@ -16,13 +16,15 @@
  *
  * Several processes (llmc/multi_gpu.cuh): with ZeRO stage 0 each layer's gradients are all-reduced on the
  * NCCL stream as soon as that layer's backward of the last micro-step is done, overlapping the rest
- * of the backward. ZeRO-1 shards the optimizer in llm.c's layout (llmc/zero_shards.h): each process
- * owns 1/P of every tensor of every layer (sizes must divide by P); after the backward one grouped
- * reduce-scatter per (tensor, layer) slice leaves each process the summed gradient of its chunks, the
- * gradient norm adds the chunks' squares and then the processes', AdamW updates the chunks (m, v and
- * master weights hold only them, packed tensor by tensor, layer by layer, as llm.c's state files do),
- * and one grouped all-gather per slice brings every process the updated parameters. With one process
- * ZeRO-1 runs the same chunked code over whole layers and gives the bits of ZeRO-0.
+ * of the backward. ZeRO-1 shards the optimizer (llmc/zero_shards.h): where P divides every tensor of
+ * every layer, in llm.c's layout (each process owns 1/P of each; one grouped reduce-scatter / all-gather
+ * per (tensor, layer) slice; m, v and master weights packed tensor by tensor, layer by layer, as llm.c's
+ * state files do); at any other P in the padded layout (each process owns one contiguous 1/P of the
+ * parameter vector; the parameter and gradient buffers get up to P-1 zero elements at the end so that
+ * one reduce-scatter / all-gather has equal runs). After the backward the reduce-scatter leaves each
+ * process the summed gradient of its chunks, the gradient norm adds the chunks' squares and then the
+ * processes', AdamW updates the chunks, and the all-gather brings every process the updated parameters.
+ * With one process ZeRO-1 runs the same chunked code over whole layers and gives the bits of ZeRO-0.
  */
 #pragma once
 
@@ -170,8 +172,11 @@ struct GPT2 {
     size_t num_parameters = 0;
     MultiGpuConfig* mp = nullptr;      // process group (single-process config when not distributed)
     struct {
-        size_t size = 0;                // elements of m, v, master: N / P under ZeRO-1, else N
+        size_t size = 0;                // elements of m, v, master: N / P (padded: ceil(N / P)) under ZeRO-1, else N
+        ZeroLayout layout = ZeroLayout::llmc;  // state files record it (llmc/run_state.h slot 9)
+        size_t buffer_elements = 0;     // elements of params_memory and grads_memory: N, or more when padded
         std::vector<ZeroChunk> chunks;  // what this process updates, in m/v/master order (llmc/zero_shards.h)
+        std::vector<ZeroSlice> slices;  // the ZeRO-1 reduce-scatter / all-gather runs (empty for ZeRO-0)
         GlobalNormSpans norm_spans;     // the chunks on the GPU, for the ZeRO-1 gradient norm
     } shard;
     ParameterTensors params, grads;
@@ -223,9 +228,8 @@ inline bool gpt2_uses_master_weights(const GPT2* model) { return kFloatXIsBF16 &
 
 // Bytes of parameter + gradient + optimizer memory of one process.
 inline size_t gpt2_state_bytes(const GPT2Config& cfg, bool master, const MultiGpuConfig* mp) {
-    const size_t n = gpt2_num_parameters(cfg);
-    const size_t ns = zero_shard_size(cfg, mp->zero_stage, mp->num_processes);
-    return n * sizeof(floatX) * 2 + ns * sizeof(float) * (master ? 3 : 2);
+    const ZeroPlan plan = zero_shard_plan(cfg, mp->zero_stage, mp->num_processes, 0);
+    return plan.buffer_elements * sizeof(floatX) * 2 + plan.shard_size * sizeof(float) * (master ? 3 : 2);
 }
 
 inline size_t gpt2_scratch_floats(GpuContext& ctx, const GPT2Config& cfg, int B, int T) {
@@ -254,19 +258,28 @@ inline void gpt2_allocate_state(GPT2* model, const GPT2Config& cfg, const GPT2Op
     gpt2_param_sizes(cfg, model->param_sizes);
     model->num_parameters = gpt2_num_parameters(cfg);
     model->mp = mp;
-    model->shard.chunks = zero_shard_chunks(cfg, mp->zero_stage, mp->num_processes, mp->process_rank);
-    model->shard.size = zero_shard_size(cfg, mp->zero_stage, mp->num_processes);
-    const size_t n = model->num_parameters;
+    ZeroPlan plan = zero_shard_plan(cfg, mp->zero_stage, mp->num_processes, mp->process_rank);
+    model->shard.size = plan.shard_size;
+    model->shard.layout = plan.layout;
+    model->shard.buffer_elements = plan.buffer_elements;
+    model->shard.chunks = std::move(plan.chunks);
+    model->shard.slices = std::move(plan.slices);
+    // the padded layout's tail past the N parameters stays 0: its gradient sums to 0, its parameter is
+    // never updated, and the all-gather copies that 0 around
+    const size_t nb = model->shard.buffer_elements;
     const size_t ns = model->shard.size;
-    cudaCheck(cudaMalloc(&model->params_memory, n * sizeof(floatX)));
-    cudaCheck(cudaMalloc(&model->grads_memory, n * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&model->params_memory, nb * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&model->grads_memory, nb * sizeof(floatX)));
     cudaCheck(cudaMalloc(&model->m_memory, ns * sizeof(float)));
     cudaCheck(cudaMalloc(&model->v_memory, ns * sizeof(float)));
-    cudaCheck(cudaMemset(model->params_memory, 0, n * sizeof(floatX)));
-    cudaCheck(cudaMemset(model->grads_memory, 0, n * sizeof(floatX)));
+    cudaCheck(cudaMemset(model->params_memory, 0, nb * sizeof(floatX)));
+    cudaCheck(cudaMemset(model->grads_memory, 0, nb * sizeof(floatX)));
     cudaCheck(cudaMemset(model->m_memory, 0, ns * sizeof(float)));
     cudaCheck(cudaMemset(model->v_memory, 0, ns * sizeof(float)));
-    if (gpt2_uses_master_weights(model)) cudaCheck(cudaMalloc(&model->master_weights, ns * sizeof(float)));
+    if (gpt2_uses_master_weights(model)) {
+        cudaCheck(cudaMalloc(&model->master_weights, ns * sizeof(float)));
+        cudaCheck(cudaMemset(model->master_weights, 0, ns * sizeof(float)));  // the padding is written to state files
+    }
     if (mp->zero_stage == 1) {
         std::vector<GlobalNormSpan> spans;
         for (const ZeroChunk& c : model->shard.chunks) spans.push_back({c.offset, c.size});
@@ -729,12 +742,12 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool first_micro_step = tru
 }
 
 // Completes the cross-process gradient reduction of an optimizer step (after its last backward):
-// ZeRO-1 reduce-scatters every (tensor, layer) slice onto this process's chunk of it (one NCCL group);
+// ZeRO-1 reduce-scatters every slice onto this process's run of it (one NCCL group);
 // then the compute stream waits for NCCL.
 inline void gpt2_reduce_gradients(GPT2* model) {
     phase_mark(model->timer, "gradient reduction (NCCL)", model->stream);
     if (model->mp->zero_stage == 1) {
-        multi_gpu_async_reduce_scatter(model->grads_memory, model->shard.chunks.data(), (int)model->shard.chunks.size(),
+        multi_gpu_async_reduce_scatter(model->grads_memory, model->shard.slices.data(), (int)model->shard.slices.size(),
                                        model->mp, model->stream);
     }
     multi_gpu_wait(model->mp, model->stream);
@@ -766,10 +779,11 @@ inline float gpt2_grad_norm(GPT2* model) {
 
 // AdamW step `t` (1-based) with gradients scaled by grad_scale (clipping) and by 1/P (the buffers hold
 // the sum over processes; one fp32 scale, so the mean is as exact for P = 3 as for P = 2), over this
-// process's chunks (ZeRO-0: one chunk per tensor; ZeRO-1: its 1/P of every tensor of every layer, then an
-// all-gather gives every process all parameters). Seeds of stochastic rounding come from
-// model->rng_state, one per tensor, drawn identically on every process; rounding positions are indices
-// within the whole tensor, so the result does not depend on how the chunks are cut.
+// process's chunks (ZeRO-0: one chunk per tensor; ZeRO-1: its 1/P of every tensor of every layer, or its
+// contiguous 1/P in the padded layout; then an all-gather gives every process all parameters). Seeds of
+// stochastic rounding come from model->rng_state, one per tensor, drawn identically on every process;
+// rounding positions are indices within the whole tensor, so the result does not depend on how the
+// chunks are cut.
 inline void gpt2_update(GPT2* model, float lr, float weight_decay, float grad_scale, int t) {
     const bool master = gpt2_uses_master_weights(model);
     const std::vector<ZeroChunk>& chunks = model->shard.chunks;
@@ -832,7 +846,8 @@ inline void gpt2_update(GPT2* model, float lr, float weight_decay, float grad_sc
         return;
     }
     phase_mark(model->timer, "parameter all-gather (NCCL)", model->stream);
-    multi_gpu_all_gather(model->params_memory, chunks.data(), (int)chunks.size(), model->mp, model->stream);
+    multi_gpu_all_gather(model->params_memory, model->shard.slices.data(), (int)model->shard.slices.size(), model->mp,
+                         model->stream);
     multi_gpu_wait(model->mp, model->stream);
     phase_mark(model->timer, "idle (host work, syncs)", model->stream);
 }

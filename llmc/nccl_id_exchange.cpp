@@ -3,6 +3,7 @@
 #include "llmc/nccl_id_exchange.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -164,7 +166,7 @@ std::string peer_name(const sockaddr_storage& sa) {
 }
 
 void tcp_server(const uint8_t id[NCCL_ID_BYTES], int num_processes, const char* server_ip, int port,
-                double timeout_s, const std::string& tag) {
+                double timeout_s, const std::string& tag, PeerChannel* keep) {
     const uint64_t job = id_exchange_job_nonce(tag);
     Address a = resolve(server_ip, port, 0);
     int lfd = socket(a.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -248,7 +250,8 @@ void tcp_server(const uint8_t id[NCCL_ID_BYTES], int num_processes, const char* 
             close(cfd);
             continue;
         }
-        close(cfd);
+        if (keep != nullptr) keep->fds[hello.rank] = cfd;
+        else close(cfd);
         arrived[hello.rank] = 1;
         num_arrived++;
     }
@@ -291,7 +294,7 @@ int connect_before(const Address& a, double deadline, std::string* err) {
 }
 
 void tcp_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* server_ip, int port,
-                double timeout_s, const std::string& tag) {
+                double timeout_s, const std::string& tag, PeerChannel* keep) {
     const uint64_t job = id_exchange_job_nonce(tag);
     Address a = resolve(server_ip, port, rank);
     const double deadline = now_s() + timeout_s;
@@ -328,7 +331,8 @@ void tcp_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const ch
                 }
                 uint8_t ack = TCP_ACK;
                 io = send_all(fd, &ack, 1, deadline);
-                close(fd);
+                if (io == Io::ok && keep != nullptr) keep->fds[0] = fd;
+                else close(fd);
                 if (io != Io::ok) {
                     fatal("rank %d: could not confirm the id to rank 0 at %s:%d (%s)", rank, server_ip, port,
                           io_str(io));
@@ -412,10 +416,28 @@ struct Backoff {
     }
 };
 
-void fs_server(const uint8_t id[NCCL_ID_BYTES], int num_processes, const std::string& base, const char* dir,
-               double timeout_s) {
+// Removes DIR/<name of base>.failed.* (peer notices of earlier runs of this tag).
+void remove_old_notices(const char* dir, const std::string& base) {
+    const std::string prefix = base.substr(base.rfind('/') + 1) + ".failed.";
+    DIR* d = opendir(dir);
+    if (d == nullptr) return;
+    while (dirent* e = readdir(d)) {
+        if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) remove_if_present(std::string(dir) + "/" + e->d_name, false);
+    }
+    closedir(d);
+}
+
+std::string fs_notice_path(const std::string& base, uint64_t nonce) {
+    char hex[17];
+    snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)nonce);
+    return base + ".failed." + hex;
+}
+
+uint64_t fs_server(const uint8_t id[NCCL_ID_BYTES], int num_processes, const std::string& base, const char* dir,
+                   double timeout_s) {
     const uint64_t nonce = fresh_nonce();
     remove_if_present(base + ".go", true);
+    remove_old_notices(dir, base);
     FsIdFile f{FS_MAGIC_ID, (uint32_t)NCCL_ID_BYTES, nonce, num_processes, 0, {}};
     memcpy(f.id, id, NCCL_ID_BYTES);
     write_small_file(base + ".sync", f);
@@ -446,10 +468,11 @@ void fs_server(const uint8_t id[NCCL_ID_BYTES], int num_processes, const std::st
     remove_if_present(base + ".sync", true);
     write_small_file(base + ".go", FsGoFile{FS_MAGIC_GO, 0, nonce});
     for (int r = 1; r < num_processes; r++) remove_if_present(base + ".ack." + std::to_string(r), false);
+    return nonce;
 }
 
-void fs_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const std::string& base, const char* dir,
-               double timeout_s) {
+uint64_t fs_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const std::string& base, const char* dir,
+                   double timeout_s) {
     const double deadline = now_s() + timeout_s;
     uint64_t acked_nonce = 0;
     uint8_t acked_id[NCCL_ID_BYTES];
@@ -470,7 +493,7 @@ void fs_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const std
         if (acked_nonce != 0 && read_small_file(base + ".go", &go) && go.magic == FS_MAGIC_GO &&
             go.nonce == acked_nonce) {
             memcpy(id, acked_id, NCCL_ID_BYTES);
-            return;
+            return acked_nonce;
         }
         if (remaining_ms(deadline) == 0) {
             if (acked_nonce == 0) {
@@ -496,19 +519,232 @@ void fs_client(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const std
     }
 }
 
+// ----------------------------------------------------------------------------
+// Peer channel
+
+constexpr uint32_t PEER_MAGIC = 0x4c4c5057;     // every notice on a kept tcp connection, and the fs notice file
+constexpr int32_t PEER_FAILED = 1;              // the origin rank stops on an error; text says why
+constexpr int32_t PEER_BYE = 2;                 // the sender ended normally: its connection closing is no failure
+constexpr uint32_t PEER_TEXT_MAX = 4096;
+constexpr double PEER_SEND_LIMIT_S = 2.0;       // a notice that cannot be sent in this time is dropped
+
+struct PeerMsg {
+    uint32_t magic;
+    int32_t kind;
+    int32_t origin;  // the rank the notice is about
+    uint32_t len;    // bytes of text that follow
+};
+static_assert(sizeof(PeerMsg) == 16, "wire layout");
+
+void channel_init(PeerChannel* ch, int rank, int num_processes) {
+    ch->rank = rank;
+    ch->num_processes = num_processes;
+    ch->fds.assign(rank == 0 ? num_processes : 1, -1);
+    ch->said_bye.assign(ch->fds.size(), 0);
+    ch->fail_path.clear();
+    ch->next_fs_check = 0.0;
+}
+
+Io peer_send(int fd, int32_t kind, int32_t origin, const std::string& text, double deadline) {
+    const uint32_t len = (uint32_t)std::min<size_t>(text.size(), PEER_TEXT_MAX);
+    PeerMsg m{PEER_MAGIC, kind, origin, len};
+    Io io = send_all(fd, &m, sizeof(m), deadline);
+    if (io == Io::ok && len > 0) io = send_all(fd, text.data(), len, deadline);
+    return io;
+}
+
+// The rank at the other end of ch->fds[i].
+int peer_of(const PeerChannel* ch, size_t i) { return ch->rank == 0 ? (int)i : 0; }
+
+std::string ended_without_message(int rank) {
+    return "rank " + std::to_string(rank) + " ended without a message (killed, crashed, or its node or network failed)";
+}
+
+// Sends a failure notice about `origin` to every open connection except skip (-1: none); holds send_mu.
+void tcp_broadcast_failure(PeerChannel* ch, int origin, const std::string& text, int skip) {
+    const double deadline = now_s() + PEER_SEND_LIMIT_S;
+    for (size_t i = 0; i < ch->fds.size(); i++) {
+        if (ch->fds[i] < 0 || (int)i == skip || ch->said_bye[i]) continue;
+        peer_send(ch->fds[i], PEER_FAILED, origin, text, deadline);
+    }
+}
+
+// Reads one notice from ch->fds[i] (readable). Returns true with *text when it reports a failure (or the
+// connection ended without a goodbye); a goodbye closes the connection and returns false.
+bool tcp_read_notice(PeerChannel* ch, size_t i, int* origin, std::string* text) {
+    const int fd = ch->fds[i];
+    const double deadline = now_s() + PEER_SEND_LIMIT_S;
+    PeerMsg m{};
+    Io io = recv_all(fd, &m, sizeof(m), deadline);
+    if (io == Io::ok && m.magic == PEER_MAGIC && m.kind == PEER_BYE) {
+        std::lock_guard<std::mutex> lock(ch->send_mu);
+        ch->said_bye[i] = 1;
+        close(fd);
+        ch->fds[i] = -1;
+        return false;
+    }
+    *origin = peer_of(ch, i);
+    if (io == Io::ok && m.magic == PEER_MAGIC && m.kind == PEER_FAILED && m.len <= PEER_TEXT_MAX) {
+        std::string t(m.len, '\0');
+        if (m.len == 0 || recv_all(fd, &t[0], m.len, deadline) == Io::ok) {
+            *origin = m.origin;
+            *text = t;
+            return true;
+        }
+    }
+    *text = ended_without_message(*origin);
+    std::lock_guard<std::mutex> lock(ch->send_mu);
+    close(fd);
+    ch->fds[i] = -1;
+    return true;
+}
+
+bool tcp_poll(PeerChannel* ch, int timeout_ms, std::string* message) {
+    std::vector<pollfd> pfds;
+    std::vector<size_t> index;
+    {
+        std::lock_guard<std::mutex> lock(ch->send_mu);
+        for (size_t i = 0; i < ch->fds.size(); i++) {
+            if (ch->fds[i] < 0) continue;
+            pfds.push_back({ch->fds[i], POLLIN, 0});
+            index.push_back(i);
+        }
+    }
+    if (pfds.empty()) {
+        sleep_s(timeout_ms / 1000.0);
+        return false;
+    }
+    int r = poll(pfds.data(), pfds.size(), timeout_ms);
+    if (r <= 0) return false;  // timeout, or EINTR: the caller polls again
+    for (size_t k = 0; k < pfds.size(); k++) {
+        if (pfds[k].revents == 0) continue;
+        int origin = -1;
+        std::string text;
+        if (!tcp_read_notice(ch, index[k], &origin, &text)) continue;
+        if (ch->rank == 0) {  // pass it on: rank 0 is the only link between the others
+            std::lock_guard<std::mutex> lock(ch->send_mu);
+            tcp_broadcast_failure(ch, origin, text, (int)index[k]);
+        }
+        *message = text;
+        return true;
+    }
+    return false;
+}
+
+bool fs_poll(PeerChannel* ch, int timeout_ms, std::string* message) {
+    sleep_s(timeout_ms / 1000.0);
+    if (ch->fail_path.empty() || now_s() < ch->next_fs_check) return false;
+    ch->next_fs_check = now_s() + 1.0;
+    FILE* fp = fopen(ch->fail_path.c_str(), "rb");
+    if (fp == nullptr) return false;
+    PeerMsg m{};
+    std::string text;
+    bool ok = fread(&m, sizeof(m), 1, fp) == 1 && m.magic == PEER_MAGIC && m.len <= PEER_TEXT_MAX;
+    if (ok) {
+        text.assign(m.len, '\0');
+        ok = m.len == 0 || fread(&text[0], 1, m.len, fp) == m.len;
+    }
+    fclose(fp);
+    *message = ok ? text : "a rank reported a failure in '" + ch->fail_path + "' (unreadable notice)";
+    return true;
+}
+
+// Never fatal(): this runs while the process is already stopping on an error.
+void fs_notify(PeerChannel* ch, const std::string& text) {
+    const std::string tmp = ch->fail_path + ".tmp." + std::to_string(ch->rank);
+    FILE* fp = fopen(tmp.c_str(), "wb");
+    if (fp == nullptr) return;
+    const uint32_t len = (uint32_t)std::min<size_t>(text.size(), PEER_TEXT_MAX);
+    PeerMsg m{PEER_MAGIC, PEER_FAILED, ch->rank, len};
+    bool ok = fwrite(&m, sizeof(m), 1, fp) == 1 && (len == 0 || fwrite(text.data(), 1, len, fp) == len);
+    ok = fflush(fp) == 0 && ok;
+    fsync(fileno(fp));
+    fclose(fp);
+    if (!ok || rename(tmp.c_str(), ch->fail_path.c_str()) != 0) remove(tmp.c_str());
+}
+
+// ----------------------------------------------------------------------------
+// Peer watch (one per process)
+
+struct PeerWatch {
+    PeerChannel* ch = nullptr;
+    int rank = 0;
+    std::function<void()> on_abort;
+    std::function<std::string()> check;
+    std::thread thread;
+    std::atomic<bool> stop{false};
+};
+// Set by peer_watch_start, cleared by peer_watch_stop; never freed (a stopping thread may still hold it).
+std::atomic<PeerWatch*> g_watch{nullptr};
+std::atomic<bool> g_stopping{false};     // a thread is ending the process
+
+[[noreturn]] void park_forever() {
+    for (;;) sleep_s(1000.0);
+}
+
+// Ends the process with exit code 1: line to stderr (unless empty), the peers told `notice` (unless
+// empty), the watch's on_abort bounded by PEER_WATCH_ABORT_GRACE_S. A second caller waits for the first.
+[[noreturn]] void stop_process(PeerWatch* w, const std::string& line, const std::string& notice) {
+    if (g_stopping.exchange(true)) park_forever();
+    if (!line.empty()) fprintf(stderr, "%s\n", line.c_str());
+    fflush(stdout);
+    fflush(stderr);
+    if (w != nullptr && w->ch != nullptr && !notice.empty()) peer_channel_notify(w->ch, notice);
+    if (w != nullptr && w->on_abort) {
+        std::thread([] {  // the abort can block on a dead peer: the process ends anyway
+            sleep_s(PEER_WATCH_ABORT_GRACE_S);
+            fprintf(stderr, "error: the NCCL abort did not return within %.0f s; exiting without it\n",
+                    PEER_WATCH_ABORT_GRACE_S);
+            _exit(1);
+        }).detach();
+        w->on_abort();
+    }
+    fflush(stderr);
+    _exit(1);
+}
+
+void on_fatal(const char* message) {
+    PeerWatch* w = g_watch.load();
+    if (w == nullptr) return;
+    stop_process(w, "", "rank " + std::to_string(w->rank) + " failed: " + message);
+}
+
+void watch_loop(PeerWatch* w) {
+    double next_check = now_s() + 1.0;
+    while (!w->stop.load()) {
+        std::string msg;
+        if (w->ch != nullptr) {
+            if (peer_channel_poll(w->ch, 200, &msg)) {
+                stop_process(w, PEER_FAILURE_PREFIX + std::string("rank ") + std::to_string(w->rank) + " stops because " + msg, "");
+            }
+        } else {
+            sleep_s(0.2);
+        }
+        if (w->check && now_s() >= next_check) {
+            next_check = now_s() + 1.0;
+            const std::string problem = w->check();
+            if (!problem.empty()) {
+                const std::string notice = "rank " + std::to_string(w->rank) + ": " + problem;
+                stop_process(w, PEER_FAILURE_PREFIX + notice, notice);
+            }
+        }
+    }
+}
+
 }  // namespace
 
 // ----------------------------------------------------------------------------
 
 void id_exchange_tcp(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* server_ip, int port,
-                     double timeout_s, const char* run_tag) {
+                     double timeout_s, const char* run_tag, PeerChannel* keep) {
     check_common_args(rank, num_processes, timeout_s, "NCCL id exchange (tcp)");
+    if (keep != nullptr) channel_init(keep, rank, num_processes);
     if (num_processes == 1) return;
     const std::string tag = id_exchange_fs_tag(run_tag);
     if (rank == 0) {
-        tcp_server(id, num_processes, server_ip, port, timeout_s, tag);
+        tcp_server(id, num_processes, server_ip, port, timeout_s, tag, keep);
     } else {
-        tcp_client(id, rank, num_processes, server_ip, port, timeout_s, tag);
+        tcp_client(id, rank, num_processes, server_ip, port, timeout_s, tag, keep);
     }
 }
 
@@ -544,8 +780,9 @@ std::string id_exchange_fs_tag(const char* run_tag) {
 }
 
 void id_exchange_fs(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* dir, double timeout_s,
-                    const char* run_tag) {
+                    const char* run_tag, PeerChannel* keep) {
     check_common_args(rank, num_processes, timeout_s, "NCCL id exchange (fs)");
+    if (keep != nullptr) channel_init(keep, rank, num_processes);
     if (num_processes == 1) return;
     if (dir == nullptr || dir[0] == '\0') {
         fatal("rank %d: NCCL id exchange over a shared filesystem needs a directory (-pf)", rank);
@@ -556,9 +793,62 @@ void id_exchange_fs(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, cons
     }
     if (!S_ISDIR(st.st_mode)) fatal("rank %d: '%s' (-pf) is not a directory", rank, dir);
     std::string base = std::string(dir) + "/ncclUniqueId." + id_exchange_fs_tag(run_tag);
-    if (rank == 0) {
-        fs_server(id, num_processes, base, dir, timeout_s);
-    } else {
-        fs_client(id, rank, num_processes, base, dir, timeout_s);
+    const uint64_t nonce = rank == 0 ? fs_server(id, num_processes, base, dir, timeout_s)
+                                     : fs_client(id, rank, num_processes, base, dir, timeout_s);
+    if (keep != nullptr) keep->fail_path = fs_notice_path(base, nonce);
+}
+
+// ----------------------------------------------------------------------------
+// Peer channel and watch
+
+void peer_channel_notify(PeerChannel* ch, const std::string& message) {
+    if (ch == nullptr || ch->num_processes < 2) return;
+    std::lock_guard<std::mutex> lock(ch->send_mu);
+    if (!ch->fail_path.empty()) fs_notify(ch, message);
+    else tcp_broadcast_failure(ch, ch->rank, message, -1);
+}
+
+bool peer_channel_poll(PeerChannel* ch, int timeout_ms, std::string* message) {
+    if (ch->num_processes < 2) {
+        sleep_s(timeout_ms / 1000.0);
+        return false;
     }
+    return ch->fail_path.empty() ? tcp_poll(ch, timeout_ms, message) : fs_poll(ch, timeout_ms, message);
+}
+
+void peer_channel_close(PeerChannel* ch) {
+    std::lock_guard<std::mutex> lock(ch->send_mu);
+    const double deadline = now_s() + PEER_SEND_LIMIT_S;
+    for (size_t i = 0; i < ch->fds.size(); i++) {
+        if (ch->fds[i] < 0) continue;
+        peer_send(ch->fds[i], PEER_BYE, ch->rank, "", deadline);
+        close(ch->fds[i]);
+        ch->fds[i] = -1;
+    }
+}
+
+void peer_watch_start(PeerChannel* ch, int rank, std::function<void()> on_abort, std::function<std::string()> check) {
+    if (g_watch.load() != nullptr) fatal("internal: peer_watch_start called twice");
+    PeerWatch* w = new PeerWatch();
+    w->ch = ch;
+    w->rank = rank;
+    w->on_abort = std::move(on_abort);
+    w->check = std::move(check);
+    g_watch = w;
+    fatal_set_hook(on_fatal);
+    if (w->ch != nullptr || w->check) w->thread = std::thread(watch_loop, w);
+}
+
+void peer_watch_tell_peers(const std::string& message) {
+    PeerWatch* w = g_watch.load();
+    if (w != nullptr && w->ch != nullptr) peer_channel_notify(w->ch, "rank " + std::to_string(w->rank) + ": " + message);
+}
+
+void peer_watch_stop() {
+    PeerWatch* w = g_watch.load();
+    if (w == nullptr) return;
+    fatal_set_hook(nullptr);
+    w->stop = true;
+    if (w->thread.joinable()) w->thread.join();
+    g_watch = nullptr;
 }

@@ -41,21 +41,78 @@
  *     $SLURM_JOB_ID[.$SLURM_STEP_ID][.r$SLURM_RESTART_COUNT], else "default". Characters: [A-Za-z0-9._-].
  *     Two live runs with the same tag in the same DIR are not supported.
  *   Polling backs off from 5 ms to 200 ms. On NFS, attribute caching can add a few seconds of delay.
+ *
+ * Peer channel (optional last argument of both exchanges): the ranks stay linked without NCCL, so that a
+ * rank that stops on an error tells the others at once. NCCL does not: a collective whose peer process
+ * is gone waits forever (over NVLink and shared memory, at least), and an aborted communicator releases
+ * only its own rank.
+ *   tcp: the exchange's connections stay open (rank 0: one per other rank; the others: one to rank 0).
+ *        A notice goes to rank 0, which passes it on to every other rank. A connection that ends without
+ *        a goodbye counts as a failure of that rank (its process was killed or crashed), so even a
+ *        kill -9 is noticed within a poll interval.
+ *   fs:  a notice is the file DIR/ncclUniqueId.TAG.failed.<nonce of this exchange>; every rank polls for
+ *        it (at most once a second). A process that dies without a word is not noticed (the watchdog
+ *        bounds that wait). Rank 0 removes notices of earlier runs of the tag before the exchange.
+ *   peer_channel_notify(ch, message)   this rank stops: every other rank gets `message` (bounded, best effort)
+ *   peer_channel_poll(ch, ms, &msg)    waits up to ms; true when a peer failed, msg saying which and why
+ *   peer_channel_close(ch)             the run ended normally: goodbye (tcp), close
+ *
+ * Peer watch: a thread that polls the channel (and an optional check of the caller's, e.g. NCCL's
+ * asynchronous error) and ends the process when a peer failed; it also registers the fatal() hook
+ * (llmc/utils.h), so this rank's own error reaches the peers. A peer's failure prints one line,
+ * "peer failure: rank R stops because rank F failed: <F's message>" (or "... rank F ended without a
+ * message ...", or "peer failure: rank R: NCCL reports ..."); not "error: ", so that a restart script
+ * (scripts/mpi_launch.sh error_recurs) judges a run by the failing rank's own message. Then on_abort
+ * runs (the communicator's abort; given PEER_WATCH_ABORT_GRACE_S, as it can block on a dead peer), then
+ * _exit(1). Whichever thread stops the process first does so; a second one waits.
+ *   peer_watch_start(ch, rank, on_abort, check)   ch may be null (MPI: no channel; on_abort then
+ *                                                 includes MPI_Abort); check returns "" while all is well
+ *   peer_watch_tell_peers(message)               notifies the peers without stopping this process (the
+ *                                                 watchdog's abort, which stops the process itself)
+ *   peer_watch_stop()                            before a normal end: joins the thread, clears the hook
  */
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <vector>
 
 constexpr size_t NCCL_ID_BYTES = 128;        // sizeof(ncclUniqueId); multi_gpu.cuh static_asserts it
 constexpr int NCCL_ID_DEFAULT_PORT = 12345;  // default TCP port (llm.c's fixed port)
 
+constexpr double PEER_WATCH_ABORT_GRACE_S = 10.0;  // longest wait for on_abort before _exit(1)
+constexpr const char* PEER_FAILURE_PREFIX = "peer failure: ";  // a line about another rank's failure
+
+// The links that stay after an exchange (see the header comment). Not copyable: it owns sockets.
+struct PeerChannel {
+    int rank = 0, num_processes = 1;
+    std::vector<int> fds;        // tcp: rank 0: fds[r] is rank r's connection (fds[0] unused); others: fds[0]
+                                 // is the one to rank 0; -1 once closed
+    std::vector<char> said_bye;  // tcp: that peer ended normally
+    std::string fail_path;       // fs: this run's notice file ("" for tcp)
+    double next_fs_check = 0.0;  // fs: polls the file at most once a second
+    std::mutex send_mu;          // notices may be sent by two threads
+    PeerChannel() = default;
+    PeerChannel(const PeerChannel&) = delete;
+    PeerChannel& operator=(const PeerChannel&) = delete;
+};
+
 void id_exchange_tcp(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* server_ip,
-                     int port, double timeout_s, const char* run_tag);
+                     int port, double timeout_s, const char* run_tag, PeerChannel* keep = nullptr);
 
 void id_exchange_fs(uint8_t id[NCCL_ID_BYTES], int rank, int num_processes, const char* dir,
-                    double timeout_s, const char* run_tag);
+                    double timeout_s, const char* run_tag, PeerChannel* keep = nullptr);
+
+void peer_channel_notify(PeerChannel* ch, const std::string& message);
+bool peer_channel_poll(PeerChannel* ch, int timeout_ms, std::string* message);
+void peer_channel_close(PeerChannel* ch);
+
+void peer_watch_start(PeerChannel* ch, int rank, std::function<void()> on_abort, std::function<std::string()> check);
+void peer_watch_tell_peers(const std::string& message);
+void peer_watch_stop();
 
 // The tag id_exchange_fs uses for run_tag (nullptr or "" = from the environment, as described above).
 std::string id_exchange_fs_tag(const char* run_tag);

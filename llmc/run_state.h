@@ -17,6 +17,10 @@
  *   9 = 1: under ZeRO-1 the optimizer body is this process's chunks of every tensor of every layer, in
  *          llm.c's layout (llmc/zero_shards.h) (ours; earlier builds kept one contiguous slice, which
  *          differs for P > 1: checkpoint_read refuses such a -z 1 file; llm.c's files have llm.c's layout)
+ *     = 2: under ZeRO-1 the body is this process's run of the padded layout (one contiguous 1/P of all
+ *          parameters, ceil(N / P) elements, the last process's end zero-padded), used where P does not
+ *          divide every tensor (ours; no llm.c counterpart). checkpoint_read refuses a file whose layout
+ *          is not the run's: at d48 and P = 3 both have N / 3 elements, so only this slot tells them apart
  *   34-35 data loader epochs completed (ours; for information)
  *   42-43 bytes of the optimizer body (m, v, master) (ours; gives a clear message on a size mismatch)
  * Body: the caller's host buffers back to back (AdamW m, v, then master weights if slot 4 is 1; each
@@ -65,7 +69,7 @@ constexpr int32_t RUN_STATE_CHECKSUM_BODY_ONLY = 1;  // slot 6 of files from ear
 constexpr int32_t RUN_STATE_CHECKSUM_WHOLE = 2;      // slot 6: checksum covers header and body
 constexpr int RUN_STATE_CHECKSUM_SLOT = 40;
 constexpr int RUN_STATE_LLMC_SHUFFLE_SLOT = 8;         // 1: the shuffle section is llm.c's layout
-constexpr int RUN_STATE_LLMC_ZERO_SLOT = 9;            // 1: ZeRO-1 shards in llm.c's per-tensor, per-layer layout
+constexpr int RUN_STATE_LLMC_ZERO_SLOT = 9;            // ZeRO-1 layout: 1 llm.c's per tensor and layer, 2 padded
 constexpr int RUN_STATE_OUTLIER_SLOT = 7;              // 2: outlier detectors with their running sums; 1: without
 constexpr int32_t RUN_STATE_OUTLIER_WITH_SUMS = 2;
 
@@ -87,7 +91,8 @@ struct RunState {
     OutlierDetector loss_outlier;
     OutlierDetector grad_norm_outlier;
     uint64_t body_bytes = 0;           // set by peek/read: bytes of m, v, master in the file (0: unknown)
-    bool llmc_zero_layout = true;      // set by peek/read: false for our files from before slot 9
+    int zero_layout = 1;               // slot 9 (written as given; peek/read: 1 for llm.c's files, 0 for ours
+                                       // from before slot 9)
 };
 
 // ----------------------------------------------------------------------------
@@ -211,7 +216,7 @@ inline void run_state_write(const std::string& path, const RunState& rs, const s
     header[6] = RUN_STATE_CHECKSUM_WHOLE;
     header[RUN_STATE_OUTLIER_SLOT] = rs.has_outliers ? RUN_STATE_OUTLIER_WITH_SUMS : 0;
     header[RUN_STATE_LLMC_SHUFFLE_SLOT] = 1;
-    header[RUN_STATE_LLMC_ZERO_SLOT] = 1;
+    header[RUN_STATE_LLMC_ZERO_SLOT] = rs.zero_layout;
     header[10] = rs.step;
     run_state_put_u64_(header, 20, rs.rng_state);
     run_state_put_u64_(header, 22, rs.rng_state_last_update);
@@ -241,11 +246,15 @@ inline void run_state_write(const std::string& path, const RunState& rs, const s
 inline RunState run_state_header_(const std::string& path, int32_t* header, FILE* fp, long* file_size) {
     const char* p = path.c_str();
     file_header_check(fp, p, RUN_STATE_MAGIC, header, file_size);
-    for (int slot : {4, 5, 7, RUN_STATE_LLMC_SHUFFLE_SLOT, RUN_STATE_LLMC_ZERO_SLOT}) {
+    for (int slot : {4, 5, 7, RUN_STATE_LLMC_SHUFFLE_SLOT}) {
         const int most = slot == RUN_STATE_OUTLIER_SLOT ? RUN_STATE_OUTLIER_WITH_SUMS : 1;
         if (header[slot] < 0 || header[slot] > most) {
             fatal("run state file '%s' is corrupted (header slot %d = %d, must be 0 to %d)", p, slot, header[slot], most);
         }
+    }
+    if (header[RUN_STATE_LLMC_ZERO_SLOT] < 0 || header[RUN_STATE_LLMC_ZERO_SLOT] > 2) {
+        fatal("run state file '%s' is corrupted (header slot %d = %d: no such ZeRO-1 layout, must be 0, 1 or 2)", p,
+              RUN_STATE_LLMC_ZERO_SLOT, header[RUN_STATE_LLMC_ZERO_SLOT]);
     }
     if (header[6] == RUN_STATE_CHECKSUM_BODY_ONLY) {
         fatal("run state file '%s' was written by an earlier gpt2cu build (checksum format %d, which does not "
@@ -282,7 +291,7 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
     rs.loader.sample_idx = run_state_get_u64_(header, 32);
     rs.loader.epoch = run_state_get_u64_(header, 34);
     rs.body_bytes = run_state_get_u64_(header, 42);
-    rs.llmc_zero_layout = header[6] == 0 || header[RUN_STATE_LLMC_ZERO_SLOT] == 1;
+    rs.zero_layout = header[6] == 0 ? 1 : header[RUN_STATE_LLMC_ZERO_SLOT];
     if (rs.num_processes < 1 || rs.process_rank < 0 || rs.process_rank >= rs.num_processes || rs.step < 0) {
         fatal("run state file '%s' is corrupted (rank %d of %d processes, step %d)", p, rs.process_rank,
               rs.num_processes, rs.step);

@@ -15,10 +15,14 @@
  *      requests (ts.stop_flag != 0 at this point, on each rank), agreement on the last step
  *   5. the global gradient norm; a non-finite loss or norm stops the run
  *   6. z-scores of loss and norm (ts.loss_outlier / ts.norm_outlier windows +=; they are state file content)
- *   7. unless a z-score exceeds its -sl / -sg limit (llm.c's rule, outlier_skip): AdamW at lr, gradients clipped to global norm 1
- *      (llm.c's), weight decay on 2-D tensors (model RNG advanced: backward and update draw seeds)
+ *      and the skip decision (llm.c's rule, outlier_skip): with -sl / -sg on, rank 0's decision and
+ *      z-scores on every rank (llmc/rank_agreement.h step_skip_decide), so no rank skips an update alone
+ *   7. unless skipped: AdamW at lr, gradients clipped to global norm 1 (llm.c's), weight decay on 2-D
+ *      tensors (model RNG advanced: backward and update draw seeds)
  * It returns once the update is enqueued, not finished: the caller's next synchronization waits for it.
- * ts.watchdog (nullptr: none) names each wait of steps 2-5 (left inside the last one, the norm's).
+ * ts.watchdog (nullptr: none) names each wait of steps 2-6 (left inside the last one).
+ *
+ *   RankComm rank_comm_of(MultiGpuConfig*)   the agreements' collectives (llmc/rank_agreement.h) over NCCL
  */
 #pragma once
 
@@ -55,6 +59,15 @@ struct TrainStepResult {
     bool skipped;        // no update (z-score above -sl / -sg)
     int stop_requests;   // ranks that have seen SIGINT / SIGTERM; > 0: every rank stops after this step
 };
+
+inline RankComm rank_comm_of(MultiGpuConfig* mp) {
+    RankComm c;
+    c.rank = mp->process_rank;
+    c.num_processes = mp->num_processes;
+    c.broadcast = [mp](void* data, size_t bytes) { multi_gpu_broadcast_bytes(data, bytes, mp); };
+    c.sum = [mp](float* values, int n) { multi_gpu_cpu_float_sums(values, n, mp); };
+    return c;
+}
 
 inline void train_step_wait_(const TrainStep& ts, int step, const char* what) {
     if (ts.watchdog != nullptr) watchdog_enter(ts.watchdog, step, what);
@@ -94,13 +107,15 @@ TrainStepResult train_step(GPT2* model, const TrainStep& ts, int step, float lr,
         fatal("step %d: the loss (%f) or gradient norm (%f) is not finite; stopping instead of training on "
               "garbage. Lower -l, add warmup (-u), or resume from the last checkpoint.", step + 1, r.loss, r.norm);
     }
-    r.loss_z = (float)outlier_detector_update(ts.loss_outlier, r.loss);  // llm.c rounds the z-scores to float
-    r.norm_z = (float)outlier_detector_update(ts.norm_outlier, r.norm);
-    const bool skip_loss = outlier_skip(r.loss_z, ts.skip_loss_z), skip_norm = outlier_skip(r.norm_z, ts.skip_norm_z);
-    r.skipped = skip_loss || skip_norm;
+    train_step_wait_(ts, step + 1, "the skip decision (-sl / -sg: ncclBroadcast)");
+    const StepSkip skip = step_skip_decide(ts.loss_outlier, ts.norm_outlier, r.loss, r.norm, ts.skip_loss_z,
+                                           ts.skip_norm_z, rank_comm_of(mp));
+    r.loss_z = skip.loss_z;
+    r.norm_z = skip.norm_z;
+    r.skipped = skip.skip;
     if (r.skipped) {
         if (mp->process_rank == 0) {  // llm.c's line: the loss's reason first
-            if (skip_loss) printf("skipping update due to loss z-score of %f\n", r.loss_z);
+            if (skip.skip_loss) printf("skipping update due to loss z-score of %f\n", r.loss_z);
             else printf("skipping update due to grad z-score of %f\n", r.norm_z);
         }
     } else {

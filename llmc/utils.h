@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdint>
@@ -22,18 +23,35 @@
 struct FatalError {};
 #endif
 
+// A function that runs once, after an error's message is printed and before the process ends, with
+// that message (without "error: "): the multi-GPU start-up registers one that tells the other processes
+// and aborts the NCCL communicator (llmc/nccl_id_exchange.h peer_watch_start), so that they do not wait
+// for this one. It need not return. One hook at a time; it is cleared before it runs, so an error inside
+// it ends the process normally.
+using FatalHook = void (*)(const char* message);
+inline std::atomic<FatalHook>& fatal_hook_slot_() {
+    static std::atomic<FatalHook> hook{nullptr};
+    return hook;
+}
+inline void fatal_set_hook(FatalHook hook) { fatal_hook_slot_().store(hook); }
+inline void fatal_run_hook_(const char* message) {
+    const FatalHook hook = fatal_hook_slot_().exchange(nullptr);
+    if (hook != nullptr) hook(message);
+}
+
 // Print "error: <message>" to stderr and exit with status 1. Use for anything the user can fix.
 [[noreturn]] inline void fatal(const char* fmt, ...) {
     fflush(stdout);
+    char message[4096];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "error: %s\n", message);
 #ifdef LLMC_FATAL_THROWS
     throw FatalError{};
 #else
+    fatal_run_hook_(message);
     exit(EXIT_FAILURE);
 #endif
 }

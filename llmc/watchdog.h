@@ -4,7 +4,10 @@
  * whose peer died would otherwise wait in NCCL forever.
  *
  *   watchdog_start(wd, timeout_s, on_fire)  starts the thread; on_fire (may be empty) runs before the
- *                                            exit: the trainer passes ncclCommAbort of its communicator
+ *                                            exit: the trainer passes multi_gpu_abort (llmc/multi_gpu.cuh),
+ *                                            which tells the peers and aborts this rank's communicator; it
+ *                                            is safe while the main thread polls that communicator (both
+ *                                            take its lock; the main thread then never touches it again)
  *   watchdog_enter(wd, step, what)           the main thread starts waiting on `what` ("the step's vote
  *                                            (all-reduce)") during step `step`; what must outlive the wait
  *   watchdog_leave(wd)                       the wait finished

@@ -3,10 +3,14 @@
  * closed form, ordering through the streams (the inputs are written on the compute stream right before
  * each collective, never synchronised by hand), then the bandwidth of a GPT-2 124M-sized gradient reduction.
  *   ZeRO-0 all-reduce: buffer sizes that do not divide by the process count.
- *   ZeRO-1 reduce-scatter / all-gather over the chunk map of llmc/zero_shards.h, for a GPT-2 shape with
- *     C = 840 (every slice divides by P = 1..8): the reference says which rank owns element j of the
- *     parameter vector from llm.c's rule alone (1/P of each tensor of each layer, ranks in order), and
- *     the chunks must be exactly the elements this rank owns.
+ *   ZeRO-1 reduce-scatter / all-gather over the plan of llmc/zero_shards.h, for a GPT-2 shape with
+ *     C = 840 (every slice divides by P = 1..8: llm.c's layout) and one with C = 841 (no slice divides
+ *     by 2..8: the padded layout): the reference says which rank owns element j of the parameter vector
+ *     from the layout's rule alone (llm.c's: 1/P of each tensor of each layer, ranks in order; padded:
+ *     j / ceil(N / P)), and the chunks must be exactly the elements this rank owns.
+ *   Without a second GPU (any P, before the collectives): P ranks' AdamW updates simulated one after the
+ *     other on this GPU, each over its chunks with its own m / v / master shard of the plan's size, must
+ *     give bitwise the parameters, m and v of one whole-vector update, for P = 2..8 and both shapes.
  *   The ZeRO-1 gradient norm (llmc/global_norm.cuh, global_norm_squared_spans over the rank's chunks, then
  *     summed over ranks) against the closed form; spans that tile the buffer in order (one process) give
  *     bitwise the single-buffer global_norm_squared, and unaligned spans (scalar path) agree to 1e-4.
@@ -35,6 +39,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "llmc/adamw.cuh"
 #include "llmc/global_norm.cuh"
 #include "llmc/multi_gpu.cuh"
 
@@ -50,11 +55,19 @@ __global__ void fill_kernel(T* out, size_t n, size_t valid, int rank) {
     }
 }
 
-// parameter after the update: shard elements j get (j % 251), everything else -1 (must be overwritten)
+// parameter after the update: element j of this rank's chunks gets ((base + j) % 251), base the chunk's
+// place in the parameter vector
 template <class T>
-__global__ void fill_shard_kernel(T* out, size_t n, size_t begin, size_t end) {
+__global__ void fill_owned_kernel(T* out, size_t n, size_t base) {
     for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) {
-        out[j] = (T)(j >= begin && j < end ? (float)(j % 251) : -1.f);
+        out[j] = (T)(float)((base + j) % 251);
+    }
+}
+
+template <class T>
+__global__ void fill_value_kernel(T* out, size_t n, float value) {
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) {
+        out[j] = (T)value;
     }
 }
 
@@ -121,12 +134,25 @@ GPT2Config zero1_config() {
     return c;
 }
 
-// The rank that owns parameter j under llm.c's ZeRO-1: tensors in checkpoint order, the 12 block tensors
-// cut into L layers, every such slice into P equal runs, rank r taking the r-th.
+// Like zero1_config, but C = 841 = 29 * 29: no slice divides by 2..8, so ZeRO-1 uses the padded layout.
+GPT2Config zero1_padded_config() {
+    GPT2Config c = zero1_config();
+    c.channels = 841;
+    return c;
+}
+
+// The rank that owns parameter j under ZeRO-1. llm.c's layout: tensors in checkpoint order, the 12 block
+// tensors cut into L layers, every such slice into P equal runs, rank r taking the r-th. Padded: the
+// vector cut into runs of ceil(N / P), rank r taking the r-th.
 std::vector<int> owners(const GPT2Config& cfg, int P) {
     size_t sizes[NUM_PARAMETER_TENSORS];
     gpt2_param_sizes(cfg, sizes);
     std::vector<int> owner;
+    if (zero_shard_layout(cfg, P) == ZeroLayout::padded) {
+        const size_t N = gpt2_num_parameters(cfg), S = (N + P - 1) / P;
+        for (size_t j = 0; j < N; j++) owner.push_back((int)(j / S));
+        return owner;
+    }
     for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
         const size_t layers = (i >= 2 && i <= 13) ? cfg.num_layers : 1, slice = sizes[i] / layers;
         for (size_t k = 0; k < sizes[i]; k++) owner.push_back((int)(k % slice / (slice / P)));
@@ -181,31 +207,33 @@ void check_norm(MultiGpuConfig* cfg, cudaStream_t compute, const floatX* grads, 
 }
 
 template <class T>
-void check_zero1(MultiGpuConfig* cfg, cudaStream_t compute, const char* name) {
+void check_zero1(MultiGpuConfig* cfg, cudaStream_t compute, const GPT2Config& mc, const char* name) {
     cfg->zero_stage = 1;
     const int P = cfg->num_processes, rank = cfg->process_rank;
-    const GPT2Config mc = zero1_config();
     const size_t N = gpt2_num_parameters(mc);
-    const std::vector<ZeroChunk> chunks = zero_shard_chunks(mc, 1, P, rank);
+    const ZeroPlan plan = zero_shard_plan(mc, 1, P, rank);
+    const std::vector<ZeroChunk>& chunks = plan.chunks;
     const std::vector<int> owner = owners(mc, P);
-    // the chunks are exactly this rank's elements, packed in order into N / P state elements
+    // the chunks are exactly this rank's elements, in order within the plan's shard size
     std::vector<char> mine(N, 0);
     size_t packed = 0;
     for (const ZeroChunk& c : chunks) {
-        expect(c.shard_offset == packed, *cfg, "chunk packing", c.offset, (float)c.shard_offset, (float)packed);
-        packed += c.size;
+        expect(c.shard_offset >= packed, *cfg, "chunk packing", c.offset, (float)c.shard_offset, (float)packed);
+        packed = c.shard_offset + c.size;
         for (size_t j = c.offset; j < c.offset + c.size; j++) mine[j]++;
     }
-    expect(packed * P == N, *cfg, "shard size", 0, (float)packed, (float)(N / P));
+    expect(packed <= plan.shard_size && plan.shard_size * P >= N, *cfg, "shard size", 0, (float)packed,
+           (float)plan.shard_size);
     for (size_t j = 0; j < N; j++) {
         const bool owned = owner[j] == rank;
         if (mine[j] != (char)owned) expect(false, *cfg, "chunk map vs owner", j, mine[j], owned);
     }
 
+    const size_t nb = plan.buffer_elements;  // the padded layout's runs reach past N
     T* buf = nullptr;
-    cudaCheck(cudaMalloc(&buf, N * sizeof(T)));
-    launch_fill(buf, N, N, rank, compute);
-    multi_gpu_async_reduce_scatter(buf, chunks.data(), (int)chunks.size(), cfg, compute);
+    cudaCheck(cudaMalloc(&buf, nb * sizeof(T)));
+    launch_fill(buf, nb, N, rank, compute);
+    multi_gpu_async_reduce_scatter(buf, plan.slices.data(), (int)plan.slices.size(), cfg, compute);
     multi_gpu_wait(cfg, compute);
     std::vector<float> h = to_host(buf, N, compute);
     const float tri_p = P * (P - 1) / 2.0f;
@@ -216,50 +244,153 @@ void check_zero1(MultiGpuConfig* cfg, cudaStream_t compute, const char* name) {
     }
     if constexpr (std::is_same_v<T, floatX>) check_norm(cfg, compute, buf, chunks, owner);
 
-    // parameter all-gather: every rank fills only its chunks, afterwards all hold everything
-    fill_shard_kernel<<<1024, 256, 0, compute>>>(buf, N, 0, 0);  // all -1
+    // parameter all-gather: every rank fills only its chunks (element j: j % 251), the rest -1; afterwards
+    // every rank holds j % 251 everywhere, as every element has exactly one owner
+    fill_value_kernel<<<1024, 256, 0, compute>>>(buf, nb, -1.f);
     cudaCheck(cudaGetLastError());
     for (const ZeroChunk& c : chunks) {
-        fill_shard_kernel<<<64, 256, 0, compute>>>(buf + c.offset, c.size, 0, c.size);
+        fill_owned_kernel<<<64, 256, 0, compute>>>(buf + c.offset, c.size, c.offset);
         cudaCheck(cudaGetLastError());
     }
-    // every rank's chunk of a slice holds (k % 251), k counted from the chunk's start; the slices tile [0, N)
-    std::vector<float> want(N, -2.f);
-    for (const ZeroChunk& c : chunks) {
-        for (int r = 0; r < P; r++) {
-            for (size_t k = 0; k < c.size; k++) want[c.slice_offset + r * c.size + k] = (float)(k % 251);
-        }
-    }
-    multi_gpu_all_gather(buf, chunks.data(), (int)chunks.size(), cfg, compute);
+    multi_gpu_all_gather(buf, plan.slices.data(), (int)plan.slices.size(), cfg, compute);
     multi_gpu_wait(cfg, compute);
     h = to_host(buf, N, compute);
     for (size_t j = 0; j < N; j++) {
-        if (h[j] != want[j]) expect(false, *cfg, "all_gather", j, h[j], want[j]);
+        const float want = (float)(j % 251);
+        if (h[j] != want) expect(false, *cfg, "all_gather", j, h[j], want);
     }
     cudaCheck(cudaFree(buf));
     cfg->zero_stage = 0;
 }
 
-// Time of one 124M-parameter (d12) bf16 gradient reduction: stage 0 one all-reduce; stage 1 the grouped
-// reduce-scatter + all-gather over the d12 chunk map (when P divides C = 768).
+// P ranks' AdamW updates simulated one after the other on this GPU (no collective needed), each over its
+// chunks of the plan with its own m / v / master of the plan's shard size, against one update of the whole
+// vector (ZeRO-0's chunks): parameters, master weights, m and v must be the same bits for P = 2..8, in
+// llm.c's layout (C = 840) and the padded one (C = 841). Seeds are drawn per tensor as gpt2_update draws
+// them; rounding positions are the chunks' places in their tensors, so a wrong offset, position or shard
+// offset changes bits.
+void check_simulated_shards(const MultiGpuConfig& cfg, cudaStream_t s) {
+    for (const GPT2Config& mc : {zero1_config(), zero1_padded_config()}) {
+        const size_t N = gpt2_num_parameters(mc);
+        uint64_t rng = 1234;
+        std::vector<floatX> p0(N), g(N);
+        std::vector<float> m0(N), v0(N), master0(N);
+        for (size_t j = 0; j < N; j++) {
+            p0[j] = (floatX)(random_f32(&rng) - 0.5f);
+            master0[j] = (float)p0[j];
+            g[j] = (floatX)(random_f32(&rng) - 0.5f);
+            m0[j] = 0.01f * (random_f32(&rng) - 0.5f);
+            v0[j] = 1e-4f * random_f32(&rng);
+        }
+        floatX *d_p = nullptr, *d_g = nullptr;
+        float *d_m = nullptr, *d_v = nullptr, *d_master = nullptr;
+        cudaCheck(cudaMalloc(&d_p, N * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&d_g, N * sizeof(floatX)));
+        cudaCheck(cudaMalloc(&d_m, N * sizeof(float)));
+        cudaCheck(cudaMalloc(&d_v, N * sizeof(float)));
+        cudaCheck(cudaMalloc(&d_master, N * sizeof(float)));
+        cudaCheck(cudaMemcpy(d_g, g.data(), N * sizeof(floatX), cudaMemcpyHostToDevice));
+        auto update = [&](const std::vector<ZeroChunk>& chunks, floatX* p, float* master, float* m, float* v) {
+            uint64_t seeds = 13371337;
+            size_t k = 0;
+            for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
+                AdamWParams ap;
+                ap.lr = 1e-3f;
+                ap.weight_decay = param_tensor_is_2d(i) ? 0.1f : 0.0f;
+                ap.grad_scale = 0.5f;
+                ap.t = 3;
+                const uint32_t seed = random_u32(&seeds);
+                for (; k < chunks.size() && chunks[k].tensor == i; k++) {
+                    const ZeroChunk& c = chunks[k];
+                    adamw_update(p + c.offset, master + c.shard_offset, d_g + c.offset, m + c.shard_offset,
+                                 v + c.shard_offset, c.size, (uint32_t)c.position, ap, seed, s);
+                }
+            }
+        };
+        // the whole vector
+        cudaCheck(cudaMemcpy(d_p, p0.data(), N * sizeof(floatX), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d_m, m0.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d_v, v0.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d_master, master0.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+        update(zero_shard_chunks(mc, 0, 1, 0), d_p, d_master, d_m, d_v);
+        const std::vector<floatX> want_p = [&] {
+            std::vector<floatX> h(N);
+            cudaCheck(cudaMemcpy(h.data(), d_p, N * sizeof(floatX), cudaMemcpyDeviceToHost));
+            return h;
+        }();
+        std::vector<float> want_m(N), want_v(N), want_master(N);
+        cudaCheck(cudaMemcpy(want_m.data(), d_m, N * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(want_v.data(), d_v, N * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(want_master.data(), d_master, N * sizeof(float), cudaMemcpyDeviceToHost));
+
+        for (int P = 2; P <= 8; P++) {
+            cudaCheck(cudaMemcpy(d_p, p0.data(), N * sizeof(floatX), cudaMemcpyHostToDevice));
+            std::vector<float> got_m(N, NAN), got_v(N, NAN), got_master(N, NAN);
+            for (int r = 0; r < P; r++) {
+                const ZeroPlan plan = zero_shard_plan(mc, 1, P, r);
+                const size_t S = plan.shard_size;
+                std::vector<float> m(S, 0.f), v(S, 0.f), master(S, 0.f);  // the padding stays 0
+                for (const ZeroChunk& c : plan.chunks) {
+                    for (size_t k = 0; k < c.size; k++) {
+                        m[c.shard_offset + k] = m0[c.offset + k];
+                        v[c.shard_offset + k] = v0[c.offset + k];
+                        master[c.shard_offset + k] = master0[c.offset + k];
+                    }
+                }
+                // d_m / d_v / d_master hold N >= S floats: reused as this rank's shard buffers
+                cudaCheck(cudaMemcpy(d_m, m.data(), S * sizeof(float), cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(d_v, v.data(), S * sizeof(float), cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(d_master, master.data(), S * sizeof(float), cudaMemcpyHostToDevice));
+                update(plan.chunks, d_p, d_master, d_m, d_v);
+                cudaCheck(cudaMemcpy(m.data(), d_m, S * sizeof(float), cudaMemcpyDeviceToHost));
+                cudaCheck(cudaMemcpy(v.data(), d_v, S * sizeof(float), cudaMemcpyDeviceToHost));
+                cudaCheck(cudaMemcpy(master.data(), d_master, S * sizeof(float), cudaMemcpyDeviceToHost));
+                for (const ZeroChunk& c : plan.chunks) {
+                    for (size_t k = 0; k < c.size; k++) {
+                        got_m[c.offset + k] = m[c.shard_offset + k];
+                        got_v[c.offset + k] = v[c.shard_offset + k];
+                        got_master[c.offset + k] = master[c.shard_offset + k];
+                    }
+                }
+            }
+            std::vector<floatX> got_p(N);
+            cudaCheck(cudaMemcpy(got_p.data(), d_p, N * sizeof(floatX), cudaMemcpyDeviceToHost));
+            const std::string what = "simulated P = " + std::to_string(P) + " shards, C = " + std::to_string(mc.channels);
+            int bad = 0;
+            for (size_t j = 0; j < N && bad < 5; j++) {
+                const bool same = memcmp(&got_p[j], &want_p[j], sizeof(floatX)) == 0 &&
+                                  memcmp(&got_m[j], &want_m[j], 4) == 0 && memcmp(&got_v[j], &want_v[j], 4) == 0 &&
+                                  memcmp(&got_master[j], &want_master[j], 4) == 0;
+                if (!same) {
+                    bad++;
+                    expect(false, cfg, (what + ": parameter / m / v / master bits").c_str(), j, (float)got_p[j],
+                           (float)want_p[j]);
+                }
+            }
+        }
+        if (cfg.process_rank == 0) {
+            printf("ZeRO-1 AdamW, P = 2..8 shards simulated on one GPU, C = %d: compared bitwise with one "
+                   "whole-vector update\n", mc.channels);
+        }
+        for (void* ptr : {(void*)d_p, (void*)d_g, (void*)d_m, (void*)d_v, (void*)d_master}) cudaCheck(cudaFree(ptr));
+    }
+}
+
+// Time of one 124M-parameter (d12) bf16 gradient reduction: stage 0 one all-reduce; stage 1 the
+// reduce-scatter + all-gather of the d12 plan (grouped per slice in llm.c's layout, one each when padded).
 void bench(MultiGpuConfig* cfg, cudaStream_t compute) {
     GPT2Config d12;
     if (!gpt2_config_from_descriptor("d12", &d12)) fatal("no d12 descriptor");
     const size_t n = gpt2_num_parameters(d12);
     const int P = cfg->num_processes;
-    const bool zero1 = zero_shard_problem(d12, P).empty();
-    const std::vector<ZeroChunk> chunks = zero1 ? zero_shard_chunks(d12, 1, P, cfg->process_rank) : std::vector<ZeroChunk>();
+    const ZeroPlan plan = zero_shard_plan(d12, 1, P, cfg->process_rank);
     __nv_bfloat16* g = nullptr;
-    cudaCheck(cudaMalloc(&g, n * sizeof(__nv_bfloat16)));
-    cudaCheck(cudaMemsetAsync(g, 0, n * sizeof(__nv_bfloat16), compute));
+    cudaCheck(cudaMalloc(&g, plan.buffer_elements * sizeof(__nv_bfloat16)));
+    cudaCheck(cudaMemsetAsync(g, 0, plan.buffer_elements * sizeof(__nv_bfloat16), compute));
     cudaEvent_t t0, t1;
     cudaCheck(cudaEventCreate(&t0));
     cudaCheck(cudaEventCreate(&t1));
     for (int stage = 0; stage <= 1; stage++) {
-        if (stage == 1 && !zero1) {
-            if (cfg->process_rank == 0) printf("ZeRO-1 d12 bench skipped: %s\n", zero_shard_problem(d12, P).c_str());
-            break;
-        }
         cfg->zero_stage = stage;
         const int reps = 10;
         for (int r = -2; r < reps; r++) {  // two warm-up rounds
@@ -267,8 +398,8 @@ void bench(MultiGpuConfig* cfg, cudaStream_t compute) {
             if (stage == 0) {
                 multi_gpu_async_reduce(&g, &n, 1, cfg, compute);
             } else {
-                multi_gpu_async_reduce_scatter(g, chunks.data(), (int)chunks.size(), cfg, compute);
-                multi_gpu_all_gather(g, chunks.data(), (int)chunks.size(), cfg, compute);
+                multi_gpu_async_reduce_scatter(g, plan.slices.data(), (int)plan.slices.size(), cfg, compute);
+                multi_gpu_all_gather(g, plan.slices.data(), (int)plan.slices.size(), cfg, compute);
             }
             multi_gpu_wait(cfg, compute);
         }
@@ -281,7 +412,10 @@ void bench(MultiGpuConfig* cfg, cudaStream_t compute) {
         double busbw = 2.0 * (P - 1) / P * n * sizeof(__nv_bfloat16) / (ms * 1e-3) / 1e9;
         if (cfg->process_rank == 0) {
             printf("ZeRO-%d 124M bf16 gradient %s: %.3f ms, bus bandwidth %.1f GB/s\n", stage,
-                   stage == 0 ? "all-reduce" : "reduce-scatter + all-gather (d12 chunk map, one group each)", ms, busbw);
+                   stage == 0 ? "all-reduce"
+                   : plan.layout == ZeroLayout::llmc ? "reduce-scatter + all-gather (d12, llm.c's layout, one group each)"
+                                                     : "reduce-scatter + all-gather (d12, padded layout, one of each)",
+                   ms, busbw);
         }
     }
     cfg->zero_stage = 0;
@@ -332,13 +466,15 @@ int main(int argc, char** argv) {
 
     check_all_reduce<float>(&cfg, compute, "all_reduce fp32");
     check_all_reduce<__nv_bfloat16>(&cfg, compute, "all_reduce bf16");
-    const std::string zp = zero_shard_problem(zero1_config(), P);
-    if (zp.empty()) {
-        check_zero1<float>(&cfg, compute, "reduce_scatter fp32");
-        check_zero1<__nv_bfloat16>(&cfg, compute, "reduce_scatter bf16");
-    } else if (cfg.process_rank == 0) {
-        printf("ZeRO-1 checks skipped for %d processes: %s\n", P, zp.c_str());
+    for (const GPT2Config& mc : {zero1_config(), zero1_padded_config()}) {
+        check_zero1<float>(&cfg, compute, mc, "reduce_scatter fp32");
+        check_zero1<__nv_bfloat16>(&cfg, compute, mc, "reduce_scatter bf16");
+        if (cfg.process_rank == 0) {
+            printf("ZeRO-1 collectives, C = %d, %d processes: %s\n", mc.channels, P,
+                   zero_layout_name(zero_shard_layout(mc, P)));
+        }
     }
+    check_simulated_shards(cfg, compute);
 
     float total_failures = multi_gpu_cpu_float_sum((float)failures, &cfg);
     bench(&cfg, compute);

@@ -128,7 +128,7 @@ struct Fixture {
         model_file_write(ckpt_model_path(dir.path, kStep).c_str(), cfg, params.data(), DType::FP32,
                          MODEL_FILE_VERSION_FP32);
     }
-    void write_state(const StateBody& body, int num_processes = 1, int rank = 0) {
+    void write_state(const StateBody& body, int num_processes = 1, int rank = 0, int zero_layout = 1) {
         const size_t n = body.elements;
         m.resize(n);
         v.resize(n);
@@ -144,6 +144,7 @@ struct Fixture {
         rs.step = kStep;
         rs.rng_state = 99;
         rs.rng_state_last_update = 98;
+        rs.zero_layout = zero_layout;
         run_state_write(ckpt_state_path(dir.path, kStep, rank), rs,
                         state_body_buffers(body, m.data(), v.data(), master.data()));
     }
@@ -229,6 +230,43 @@ TEST(CheckpointRead, EarlierZeroLayoutRefused) {
     write_file(state1, one);
     EXPECT_EXIT(checkpoint_read(&r, g.dir.path, Fixture::kStep, g.cfg, "-e test", 1, 0, n, true, true),
                 ::testing::ExitedWithCode(1), "checksum mismatch");  // past the layout check, to the checksum
+}
+
+// A -z 1 run whose process count does not divide every tensor shards in the padded layout (llmc/zero_shards.h)
+// and marks it in slot 9 (= 2): such a file is read only by a run of that layout, and a file of llm.c's
+// layout is never read by it; both can have the same size (d48 at P = 3), so the mark is what tells them apart.
+TEST(CheckpointRead, ZeroLayoutMarkMustMatchTheRun) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    const size_t shard = (n + 2) / 3;
+    const std::string state = ckpt_state_path(f.dir.path, Fixture::kStep, 1);
+    CheckpointRead r;
+    f.write_state(state_body_to_write(true, true, true, shard), 3, 1, (int)ZeroLayout::padded);
+    int32_t slot9;
+    memcpy(&slot9, &read_bytes(state)[4 * 9], 4);
+    EXPECT_EQ(slot9, 2);
+    checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 3, 1, shard, true, true, ZeroLayout::padded);
+    EXPECT_EQ(r.rs.zero_layout, 2);
+    EXPECT_EQ(r.m, f.m);
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 3, 1, shard, true, true),
+                ::testing::ExitedWithCode(1), "state_00000007_00001.bin' holds a ZeRO-1 optimizer shard of 3 processes "
+                "in the padded layout \\(one contiguous 1/P of all parameters\\), but this run shards in llm.c's layout");
+    f.write_state(state_body_to_write(true, true, true, shard), 3, 1, (int)ZeroLayout::llmc);
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 3, 1, shard, true, true,
+                                ZeroLayout::padded),
+                ::testing::ExitedWithCode(1), "in llm.c's layout \\(1/P of every tensor of every layer\\), but this run "
+                "shards in the padded layout");
+    // unknown layouts are corruption
+    std::vector<uint8_t> bytes = read_bytes(state);
+    bytes[4 * 9] = 3;
+    write_file(state, bytes);
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 3, 1, shard, true, true),
+                ::testing::ExitedWithCode(1), "header slot 9 = 3: no such ZeRO-1 layout");
+    // a whole optimizer state (ZeRO-0, or one process) is the same in every layout: not checked
+    Fixture g;
+    g.write_state(state_body_to_write(true, true, true, n), 3, 1, (int)ZeroLayout::padded);
+    checkpoint_read(&r, g.dir.path, Fixture::kStep, g.cfg, "-e test", 3, 1, n, true, true);
+    EXPECT_EQ(r.m.size(), n);
 }
 
 TEST(CheckpointRead, Refusals) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "llmc/nccl_id_exchange.h"
+#include "llmc/utils.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -482,6 +483,148 @@ TEST_F(IdExchange, TagComesFromArgumentThenEnvironment) {
         return 0;
     }));
     EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// ----------------------------------------------------------------------------
+// Peer channel and watch: a rank that stops on an error after the exchange (the NCCL communicator
+// would exist by then) makes every other rank stop within seconds, naming it; a killed rank is noticed
+// over TCP; a normal end is no failure. on_abort stands in for the communicator's abort.
+
+enum class Then { fail, die, finish, wait, check_fails };
+
+// A line beginning "error: ": what scripts/mpi_launch.sh error_recurs takes for an error a restart repeats.
+bool has_error_line(const std::string& log) { return log.rfind("error: ", 0) == 0 || contains(log, "\nerror: "); }
+
+// One rank: exchange (keeping the channel), start the watch, then `then` after delay_s.
+int peer_rank(bool tcp, int rank, int n, int port, const std::string& dir, Then then, double delay_s) {
+    static PeerChannel ch;  // outlives the watch thread (the process ends through _exit)
+    Id id(NCCL_ID_BYTES, 0);
+    if (tcp) id_exchange_tcp(id.data(), rank, n, "127.0.0.1", port, 5, "peers", &ch);
+    else id_exchange_fs(id.data(), rank, n, dir.c_str(), 5, "peers", &ch);
+    const auto t0 = std::chrono::steady_clock::now();
+    peer_watch_start(&ch, rank, [rank] { fprintf(stderr, "abort ran on rank %d\n", rank); },
+                     [then, t0, delay_s]() -> std::string {
+                         const bool due = std::chrono::steady_clock::now() - t0 > std::chrono::duration<double>(delay_s);
+                         return then == Then::check_fails && due ? "NCCL reports an error (test)" : "";
+                     });
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
+    switch (then) {
+        case Then::fail: fatal("disk full on rank %d", rank);
+        case Then::die: raise(SIGKILL); return 9;
+        case Then::finish:
+            peer_watch_stop();
+            peer_channel_close(&ch);
+            return 0;
+        case Then::wait:
+        case Then::check_fails:
+            std::this_thread::sleep_for(std::chrono::seconds(30));  // a collective that never returns
+            return 0;
+    }
+    return 8;
+}
+
+struct PeerRun {
+    std::vector<Result> results;
+    double seconds;
+};
+
+// Runs n ranks (rank r does thens[r] after delays[r]) and joins them all.
+PeerRun run_peers(const std::string& logs, const std::string& dir, bool tcp, const std::vector<Then>& thens,
+                  const std::vector<double>& delays) {
+    const int n = (int)thens.size(), port = free_port();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<Child> kids;
+    for (int r = 0; r < n; r++) {
+        kids.push_back(spawn(logs, "p" + std::to_string(r), [=] { return peer_rank(tcp, r, n, port, dir, thens[r], delays[r]); }));
+    }
+    PeerRun out;
+    for (const Child& k : kids) out.results.push_back(join(k, 25));
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+}
+
+TEST_F(IdExchange, FatalRunsTheHookWithTheMessageBeforeExiting) {
+    static std::string got;
+    EXPECT_EXIT(
+        {
+            fatal_set_hook([](const char* m) {
+                fprintf(stderr, "hook got [%s]\n", m);
+                _exit(3);
+            });
+            fatal("cannot open '%s'", "main.log");
+        },
+        ::testing::ExitedWithCode(3), "error: cannot open 'main.log'\nhook got \\[cannot open 'main.log'\\]");
+    // without a hook: exit code 1, as always
+    EXPECT_EXIT(fatal("plain"), ::testing::ExitedWithCode(1), "error: plain");
+}
+
+TEST_F(IdExchange, PeerTcpOneRankFailsEveryOtherStopsWithItsMessage) {
+    for (int failing : {2, 0}) {  // a client (its notice goes through rank 0), then rank 0 itself
+        SCOPED_TRACE("failing rank " + std::to_string(failing));
+        std::vector<Then> thens(3, Then::wait);
+        thens[failing] = Then::fail;
+        PeerRun run = run_peers(logs, shared, true, thens, {0.3, 0.3, 0.3});
+        EXPECT_LT(run.seconds, 10.0);  // not the 30 s the waiting ranks would otherwise sleep
+        for (int r = 0; r < 3; r++) {
+            const Result& res = run.results[r];
+            EXPECT_EQ(res.exit_code, 1) << res.err;
+            EXPECT_TRUE(contains(res.err, "abort ran on rank " + std::to_string(r))) << res.err;
+            if (r == failing) {
+                EXPECT_TRUE(contains(res.err, "error: disk full on rank " + std::to_string(r))) << res.err;
+            } else {
+                EXPECT_TRUE(contains(res.err, "peer failure: rank " + std::to_string(r) + " stops because rank " +
+                                                  std::to_string(failing) + " failed: disk full on rank " +
+                                                  std::to_string(failing))) << res.err;
+                EXPECT_FALSE(has_error_line(res.err)) << res.err;  // the error is the failing rank's
+            }
+        }
+    }
+}
+
+TEST_F(IdExchange, PeerTcpAKilledRankIsNoticed) {
+    PeerRun run = run_peers(logs, shared, true, {Then::wait, Then::die, Then::wait}, {0.3, 0.3, 0.3});
+    EXPECT_LT(run.seconds, 10.0);
+    EXPECT_EQ(run.results[1].exit_code, -1);  // killed by the signal
+    for (int r : {0, 2}) {
+        EXPECT_EQ(run.results[r].exit_code, 1) << run.results[r].err;
+        EXPECT_TRUE(contains(run.results[r].err, "stops because rank 1 ended without a message")) << run.results[r].err;
+        EXPECT_FALSE(has_error_line(run.results[r].err)) << run.results[r].err;  // a kill: transient for a restart
+    }
+}
+
+TEST_F(IdExchange, PeerTcpANormalEndIsNoFailure) {
+    // rank 0 closes first; the others keep watching a while after its goodbye
+    PeerRun run = run_peers(logs, shared, true, {Then::finish, Then::finish, Then::finish}, {0.2, 1.5, 0.8});
+    for (const Result& res : run.results) {
+        EXPECT_EQ(res.exit_code, 0) << res.err;
+        EXPECT_FALSE(contains(res.err, "abort ran")) << res.err;
+    }
+}
+
+TEST_F(IdExchange, PeerWatchCheckStopsTheRankAndTellsThePeers) {
+    PeerRun run = run_peers(logs, shared, true, {Then::wait, Then::check_fails}, {0.3, 0.3});
+    EXPECT_LT(run.seconds, 10.0);
+    EXPECT_EQ(run.results[1].exit_code, 1);
+    EXPECT_TRUE(contains(run.results[1].err, "peer failure: rank 1: NCCL reports an error (test)")) << run.results[1].err;
+    EXPECT_EQ(run.results[0].exit_code, 1);
+    EXPECT_TRUE(contains(run.results[0].err, "peer failure: rank 0 stops because rank 1: NCCL reports an error (test)"))
+        << run.results[0].err;
+}
+
+TEST_F(IdExchange, PeerFsOneRankFailsEveryOtherStopsAndOldNoticesAreIgnored) {
+    // a notice of an earlier run of the tag (another nonce) must not stop this one
+    write_file(shared + "/ncclUniqueId.peers.failed.0123456789abcdef", std::string(16, 'x') + "old failure");
+    PeerRun ok = run_peers(logs, shared, false, {Then::finish, Then::finish}, {1.5, 1.5});
+    for (const Result& res : ok.results) EXPECT_EQ(res.exit_code, 0) << res.err;
+    EXPECT_FALSE(fs::exists(shared + "/ncclUniqueId.peers.failed.0123456789abcdef"));  // rank 0 removed it
+
+    PeerRun run = run_peers(logs, shared, false, {Then::wait, Then::wait, Then::fail}, {0.3, 0.3, 0.3});
+    EXPECT_LT(run.seconds, 10.0);
+    EXPECT_EQ(run.results[2].exit_code, 1);
+    for (int r : {0, 1}) {
+        EXPECT_EQ(run.results[r].exit_code, 1) << run.results[r].err;
+        EXPECT_TRUE(contains(run.results[r].err, "stops because rank 2 failed: disk full on rank 2")) << run.results[r].err;
+    }
 }
 
 }  // namespace

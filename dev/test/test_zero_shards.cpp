@@ -1,7 +1,9 @@
 // llmc/zero_shards.h: the ZeRO-1 chunk map against an independent re-statement of llm.c's layout
 // (train_gpt2.cu: gpt2_get_tensor_at_layer, gpt2_update's local_offset_full / local_offset_partial and
 // its num_slices strides; llmc/multi_gpu.cuh: multi_gpu_get_shard_offset), for the four GPT-2 shapes at
-// P = 1, 2, 4, 8: every parameter owned by exactly one rank, m/v/master packed as llm.c packs them.
+// every P from 1 to 8: every parameter owned by exactly one rank, m/v/master packed as llm.c packs them
+// where P divides every slice, and the padded layout (one contiguous 1/P of the parameters, the last
+// rank's run padded) with shards of one size on every rank where it does not.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,7 +20,8 @@ struct Shape {
     int L, C, NH;
 };
 const Shape kShapes[] = {{"d12", 12, 768, 12}, {"d24", 24, 1024, 16}, {"d36", 36, 1280, 20}, {"d48", 48, 1600, 25}};
-const int kProcesses[] = {1, 2, 4, 8};
+const int kProcesses[] = {1, 2, 4, 8};  // P that divide every slice of the four shapes
+const int kMaxProcesses = 8;
 
 GPT2Config config_of(const Shape& s) {
     GPT2Config c;
@@ -64,13 +67,16 @@ TEST(ZeroShards, ChunksMatchLlmcLayout) {
     for (const Shape& s : kShapes) {
         const GPT2Config cfg = config_of(s);
         for (int P : kProcesses) {
-            ASSERT_EQ(zero_shard_problem(cfg, P), "") << s.name << " P=" << P;
+            ASSERT_EQ(zero_shard_layout(cfg, P), ZeroLayout::llmc) << s.name << " P=" << P;
             for (int r = 0; r < P; r++) {
                 SCOPED_TRACE(std::string(s.name) + " P=" + std::to_string(P) + " rank=" + std::to_string(r));
-                const std::vector<ZeroChunk> got = zero_shard_chunks(cfg, 1, P, r);
+                const ZeroPlan plan = zero_shard_plan(cfg, 1, P, r);
+                const std::vector<ZeroChunk>& got = plan.chunks;
                 const auto want = llmc_layout(s, P, r);
                 ASSERT_EQ(got.size(), want.size());
                 ASSERT_EQ(got.size(), 4u + 12u * s.L);
+                ASSERT_EQ(plan.slices.size(), got.size());  // one collective per (tensor, layer) slice
+                EXPECT_EQ(plan.buffer_elements, gpt2_num_parameters(cfg));
                 for (size_t k = 0; k < got.size(); k++) {
                     const ZeroChunk& c = got[k];
                     const Expected& e = want[k].second;
@@ -80,9 +86,10 @@ TEST(ZeroShards, ChunksMatchLlmcLayout) {
                     EXPECT_EQ(c.shard_offset, e.state_offset) << k;
                     EXPECT_EQ(c.position, e.position) << k;
                     // the slice that one reduce-scatter / all-gather covers, and this rank's place in it
-                    EXPECT_EQ(c.slice_size, c.size * P) << k;
-                    EXPECT_EQ(c.slice_offset + (size_t)r * c.size, c.offset) << k;
-                    EXPECT_EQ(c.layer, (c.tensor >= 2 && c.tensor <= 13) ? (int)(e.position / c.slice_size) : 0) << k;
+                    const ZeroSlice& sl = plan.slices[k];
+                    EXPECT_EQ(sl.count, c.size) << k;
+                    EXPECT_EQ(sl.offset + (size_t)r * sl.count, c.offset) << k;
+                    EXPECT_EQ(c.layer, (c.tensor >= 2 && c.tensor <= 13) ? (int)(e.position / (sl.count * P)) : 0) << k;
                 }
             }
         }
@@ -128,7 +135,6 @@ TEST(ZeroShards, OneProcessIsCheckpointOrder) {
     for (const ZeroChunk& c : zero_shard_chunks(cfg, 1, 1, 0)) {
         EXPECT_EQ(c.offset, next);
         EXPECT_EQ(c.shard_offset, next);
-        EXPECT_EQ(c.size, c.slice_size);
         next += c.size;
     }
     EXPECT_EQ(next, gpt2_num_parameters(cfg));
@@ -153,22 +159,124 @@ TEST(ZeroShards, StageZeroIsWholeTensors) {
     EXPECT_EQ(zero_shard_size(cfg, 0, 8), gpt2_num_parameters(cfg));
 }
 
-// A process count that does not divide a slice is refused, naming the first such tensor and P.
-TEST(ZeroShards, RefusesIndivisibleProcessCount) {
+// Which (shape, P) need the padded layout: P does not divide some slice. Written out from the shapes
+// (C = 768, 1024, 1280, 1600; wte 50304*C, wpe 1024*C, per-layer C, 3C, 4C and their products with C):
+// d12 at 5 and 7; d24 at 3, 5, 6, 7; d36 and d48 at 3, 6, 7. Every other P from 1 to 8 keeps llm.c's.
+TEST(ZeroShards, PaddedLayoutExactlyWherePDoesNotDivideASlice) {
+    const std::vector<std::vector<int>> padded = {{5, 7}, {3, 5, 6, 7}, {3, 6, 7}, {3, 6, 7}};
+    for (size_t k = 0; k < 4; k++) {
+        const GPT2Config cfg = config_of(kShapes[k]);
+        for (int P = 1; P <= kMaxProcesses; P++) {
+            const bool want = std::find(padded[k].begin(), padded[k].end(), P) != padded[k].end();
+            EXPECT_EQ(zero_shard_layout(cfg, P), want ? ZeroLayout::padded : ZeroLayout::llmc)
+                << kShapes[k].name << " P=" << P;
+        }
+    }
+}
+
+// Every P from 2 to 8, both layouts: across the ranks every parameter element is in exactly one chunk,
+// no chunk crosses a tensor, rounding positions are indices within the tensor, every rank's m/v/master
+// has the same (padded) size and holds its chunks in order without overlap; the collectives' runs are
+// of equal size and cover the buffer; where P divides every slice, the chunks are llm.c's.
+TEST(ZeroShards, EveryElementOwnedOnceAtEveryProcessCount) {
+    for (const Shape& s : kShapes) {
+        const GPT2Config cfg = config_of(s);
+        const size_t N = gpt2_num_parameters(cfg);
+        size_t sizes[NUM_PARAMETER_TENSORS], starts[NUM_PARAMETER_TENSORS];
+        gpt2_param_sizes(cfg, sizes);
+        for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) starts[i] = i == 0 ? 0 : starts[i - 1] + sizes[i - 1];
+        for (int P = 2; P <= kMaxProcesses; P++) {
+            SCOPED_TRACE(std::string(s.name) + " P=" + std::to_string(P));
+            const ZeroLayout layout = zero_shard_layout(cfg, P);
+            const size_t S = zero_shard_size(cfg, 1, P);
+            EXPECT_EQ(S, layout == ZeroLayout::llmc ? N / P : (N + P - 1) / P);
+            std::vector<std::pair<size_t, size_t>> runs;  // (offset, size) over all ranks
+            std::vector<ZeroSlice> slices0;
+            for (int r = 0; r < P; r++) {
+                const ZeroPlan plan = zero_shard_plan(cfg, 1, P, r);
+                ASSERT_EQ(plan.layout, layout);
+                ASSERT_EQ(plan.shard_size, S);  // equal on every rank
+                if (r == 0) slices0 = plan.slices;
+                ASSERT_EQ(plan.slices.size(), slices0.size());  // every rank issues the same collectives
+                size_t covered = 0;
+                for (size_t k = 0; k < plan.slices.size(); k++) {
+                    EXPECT_EQ(plan.slices[k].offset, slices0[k].offset);
+                    EXPECT_EQ(plan.slices[k].count, slices0[k].count);
+                    EXPECT_EQ(plan.slices[k].offset, covered);  // back to back from 0
+                    covered += plan.slices[k].count * P;
+                }
+                EXPECT_EQ(covered, plan.buffer_elements);
+                size_t packed_end = 0;
+                for (const ZeroChunk& c : plan.chunks) {
+                    ASSERT_GT(c.size, 0u);
+                    EXPECT_GE(c.shard_offset, packed_end);  // in order, no overlap
+                    packed_end = c.shard_offset + c.size;
+                    EXPECT_LE(packed_end, S);
+                    EXPECT_GE(c.offset, starts[c.tensor]);  // within its tensor
+                    EXPECT_LE(c.offset + c.size, starts[c.tensor] + sizes[c.tensor]);
+                    EXPECT_EQ(c.position, c.offset - starts[c.tensor]);
+                    runs.push_back({c.offset, c.size});
+                }
+                if (layout == ZeroLayout::padded) {
+                    EXPECT_EQ(plan.buffer_elements, S * P);
+                    EXPECT_LT(plan.buffer_elements - N, (size_t)P);  // padding: fewer than P elements
+                    ASSERT_EQ(plan.slices.size(), 1u);
+                    for (const ZeroChunk& c : plan.chunks) {  // rank r's run [r*S, r*S + S), packed as is
+                        EXPECT_GE(c.offset, r * S);
+                        EXPECT_LE(c.offset + c.size, r * S + S);
+                        EXPECT_EQ(c.shard_offset, c.offset - r * S);
+                    }
+                } else {
+                    EXPECT_EQ(plan.buffer_elements, N);
+                    EXPECT_EQ(packed_end, S);
+                    const auto want = llmc_layout(s, P, r);
+                    ASSERT_EQ(plan.chunks.size(), want.size());
+                    for (size_t k = 0; k < want.size(); k++) {
+                        EXPECT_EQ(plan.chunks[k].offset, want[k].second.param_offset) << k;
+                        EXPECT_EQ(plan.chunks[k].shard_offset, want[k].second.state_offset) << k;
+                    }
+                }
+            }
+            std::sort(runs.begin(), runs.end());
+            size_t next = 0;  // the runs tile [0, N): no gap, no overlap
+            for (const auto& [off, n] : runs) {
+                ASSERT_EQ(off, next);
+                next += n;
+            }
+            EXPECT_EQ(next, N);
+        }
+    }
+}
+
+// d48 at P = 3 (the 1558M recipe on three GPUs): N divides by 3, so the padded layout has no padding,
+// yet its chunks differ from what llm.c's layout would be; its m/v/master size equals llm.c's N / 3, so
+// only the layout mark in the state file (llmc/run_state.h slot 9) tells the two apart.
+TEST(ZeroShards, D48AtThreeProcessesIsContiguousThirds) {
+    const GPT2Config cfg = config_of(kShapes[3]);
+    const size_t N = gpt2_num_parameters(cfg);
+    ASSERT_EQ(N % 3, 0u);
+    for (int r = 0; r < 3; r++) {
+        const ZeroPlan plan = zero_shard_plan(cfg, 1, 3, r);
+        EXPECT_EQ(plan.layout, ZeroLayout::padded);
+        EXPECT_EQ(plan.shard_size, N / 3);
+        EXPECT_EQ(plan.buffer_elements, N);
+        EXPECT_EQ(plan.chunks.front().offset, r * (N / 3));
+        EXPECT_EQ(plan.chunks.back().offset + plan.chunks.back().size, (r + 1) * (N / 3));
+    }
+    // d12 at P = 7: 124,475,904 = 7 * 17,782,272, no padding either; at P = 5 the last rank has one pad element
     const GPT2Config d12 = config_of(kShapes[0]);
-    const std::string p5 = zero_shard_problem(d12, 5);  // 50304*768 is not a multiple of 5: wte first
-    EXPECT_NE(p5.find("tensor wte has 38633472 elements, not divisible by the 5 processes"), std::string::npos) << p5;
-    const GPT2Config d48 = config_of(kShapes[3]);
-    const std::string p3 = zero_shard_problem(d48, 3);  // wte divides by 3, wpe (1024*1600) does not
-    EXPECT_NE(p3.find("tensor wpe has 1638400 elements, not divisible by the 3 processes"), std::string::npos) << p3;
-    GPT2Config odd = d12;
-    odd.padded_vocab_size = 50304 * 7;
-    odd.max_seq_len = 7 * 1024;
-    const std::string p7 = zero_shard_problem(odd, 7);  // wte and wpe divide by 7, one layer of ln1w (768) does not
-    EXPECT_NE(p7.find("tensor ln1w has 768 elements per layer, not divisible by the 7 processes"), std::string::npos) << p7;
-    EXPECT_EQ(zero_shard_problem(d12, 3), "");  // 768 = 3 * 256
-    EXPECT_EXIT(zero_shard_chunks(d12, 1, 5, 0), testing::ExitedWithCode(1), "ZeRO-1 over 5 processes: tensor wte");
-    EXPECT_EXIT(zero_shard_chunks(d12, 1, 2, 2), testing::ExitedWithCode(1), "rank 2 outside 0..1");
+    const ZeroPlan p5 = zero_shard_plan(d12, 1, 5, 4);
+    EXPECT_EQ(p5.shard_size, 24895181u);
+    EXPECT_EQ(p5.buffer_elements, 5u * 24895181u);
+    EXPECT_EQ(p5.buffer_elements - gpt2_num_parameters(d12), 1u);
+    size_t owned = 0;
+    for (const ZeroChunk& c : p5.chunks) owned += c.size;
+    EXPECT_EQ(owned, p5.shard_size - 1);  // the last rank: its run minus the padding
+}
+
+TEST(ZeroShards, BadRankIsFatal) {
+    const GPT2Config d12 = config_of(kShapes[0]);
+    EXPECT_EXIT(zero_shard_plan(d12, 1, 2, 2), testing::ExitedWithCode(1), "rank 2 outside 0..1");
 }
 
 }  // namespace
