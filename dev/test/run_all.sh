@@ -88,7 +88,8 @@ expect_fail trainer-no-data "matches no files" ./train_gpt2cu -e d12 -i /nonexis
 # -e defaults to llm.c's gpt2_124M_bf16.bin; without it, a message pointing to -e d12 and to dev/hf.py import
 expect_fail trainer-default-init-missing "python3 dev/hf.py import gpt2 gpt2_124M.bin" \
     bash -c 'd=$(mktemp -d) && cd "$d" && "$0"; rc=$?; rm -rf "$d"; exit $rc' "$REPO/train_gpt2cu"
-expect_fail trainer-steps-below-minus-one "flag -x must be >= -1" ./train_gpt2cu -e d12 -x -2
+expect_fail trainer-steps-below-minus-one "flag -x must be in \\[-1, 2147483647\\] (-1: one epoch, 0: no update), got -2" \
+    ./train_gpt2cu -e d12 -x -2
 expect_fail trainer-gpt3-c5140-refused "head size 128, which does not divide it" ./train_gpt2cu -e gpt3:c5140
 expect_fail trainer-bad-descriptor "unknown model descriptor; valid: d6, d12, d24, d36, d48" ./train_gpt2cu -e d13
 expect_fail trainer-head-size "head size C/NH = 96/3 is not 64" ./train_gpt2cu -e custom:L2,C96,NH3
