@@ -521,6 +521,7 @@ static ModelChoice setup_model_config(TrainConfig& c) {
         if (access(c.init.c_str(), F_OK) != 0) fatal("%s", init_file_missing_message(c.init).c_str());
         m.info = model_file_read_header(c.init.c_str());
         m.mc = m.info.cfg;
+        model_file_check_finite(c.init.c_str(), m.info);  // one pass over the file (page cache for the load)
     }
     gpt2_check_seq_len(m.mc, c.T);
     const std::string problem = gpt2_config_problem(m.mc);
