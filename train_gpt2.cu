@@ -411,8 +411,11 @@ static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, in
     r = CheckpointRead();
     const int chosen = step < 0 ? resume_choose_step(dir) : step;
     if (chosen < 0) return;
+    const std::string incomplete = ckpt_incomplete_problem(dir, chosen, rank);
+    if (!incomplete.empty()) fatal("%s", incomplete.c_str());
     checkpoint_read(&r, dir, chosen, mc, "-e " + tr.cfg.init, tr.cfg.num_processes, rank, shard_size, kFloatXIsBF16,
                     tr.cfg.master_weights != 0);
+    if (r.model_path != tr.cfg.init) model_file_check_finite(r.model_path.c_str(), r.info);  // else checked as -e
     const std::string& state_path = r.state_path;
     run_state_restore_loader(r.rs, &tr.train_loader, state_path);
     if (r.rs.has_outliers) {
@@ -513,7 +516,11 @@ struct ModelChoice {
 static ModelChoice setup_model_config(TrainConfig& c) {
     if (c.resume && !c.init_given) {
         const int latest = ckpt_find_latest(c.output_dir);
-        if (latest >= 0) c.init = ckpt_model_path(c.output_dir, latest);
+        if (latest >= 0) {
+            const std::string problem = ckpt_incomplete_problem(c.output_dir, latest, -1);
+            if (!problem.empty()) fatal("%s", problem.c_str());
+            c.init = ckpt_model_path(c.output_dir, latest);
+        }
     }
     ModelChoice m;
     m.from_descriptor = gpt2_config_from_descriptor(c.init.c_str(), &m.mc);
