@@ -335,13 +335,14 @@ static float evaluate_multiple_choice(Trainer& tr) {
     return total_correct / (float)tr.eval_loader.examples.size();
 }
 
+constexpr int SAMPLE_START_TOKEN = 50256;  // GPT-2's end-of-text: samples start after it
+
 // Samples gen_tokens tokens after an end-of-text, one full forward of the single row per token.
 static void generate_sample(Trainer& tr) {
     GPT2& m = tr.model;
     const GPT2Config& c = m.config;
     const int T = tr.cfg.T;
-    const int eot = 50256;
-    std::vector<int> tokens(T, eot);
+    std::vector<int> tokens(T, SAMPLE_START_TOKEN);
     std::vector<floatX> logits(c.padded_vocab_size);
     std::vector<float> probs(c.vocab_size);
     const int n = std::min(tr.cfg.gen_tokens, T - 1);
@@ -576,18 +577,23 @@ static void setup_processes(Trainer& tr, const GPT2Config& mc) {
 static void setup_data(Trainer& tr, const GPT2Config& mc) {
     const TrainConfig& c = tr.cfg;
     const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
+    if (c.sample_every > 0 && c.gen_tokens > 0 && SAMPLE_START_TOKEN >= mc.vocab_size) {
+        fatal("-s %d -g %d: samples start after GPT-2's end-of-text token %d, outside the model's vocabulary of %d "
+              "ids: use -s 0 or -g 0", c.sample_every, c.gen_tokens, SAMPLE_START_TOKEN, mc.vocab_size);
+    }
     dataloader_init(&tr.train_loader, train_pattern(c).c_str(), c.overfit_single_batch ? "-j" : "-i", c.B, c.T,
                     c.process_rank, c.num_processes, c.shuffle != 0);
     dataloader_check_tokens(&tr.train_loader, train_flag(c), mc.vocab_size);
     if (tr.have_val) {
         dataloader_init(&tr.val_loader, c.val_pattern.c_str(), "-j", c.B, c.T, c.process_rank, c.num_processes,
                         false);
-        if (!c.overfit_single_batch) dataloader_check_tokens(&tr.val_loader, "-j", mc.vocab_size);
+        dataloader_check_tokens(&tr.val_loader, "-j", mc.vocab_size);  // with -a 1 again: it sets the bound too
         tr.val_num_batches = plan_val_batches(c.val_max_steps, shard_pattern_tokens(tr.val_loader.shard_paths),
                                               tokens_per_micro);
     }
     if (c.hellaswag) {
         eval_loader_init(&tr.eval_loader, c.eval_file.c_str(), c.B, c.T, c.process_rank, c.num_processes);
+        eval_check_vocab(&tr.eval_loader, mc.vocab_size);
         tr.have_eval = true;
     }
     const size_t epoch_batches = dataloader_num_batches(&tr.train_loader) / tr.grad_accum;
@@ -732,8 +738,9 @@ static void print_run_table(Trainer& tr, const GPT2Config& mc, const cudaDeviceP
 }
 
 // Everything that can be checked without a GPU is checked first, before the first CUDA call: flags
-// and their combinations, every input file (shards in full, model file, checkpoint and run state to
-// resume from, eval file, tokenizer) and the output folder. Checks that can fail on one rank only all
+// (exact syntax, ranges) and their combinations, every input file (shards in full, token ids against the
+// model's vocabulary; the model file, weights included; the checkpoint to resume from: DONE, model file,
+// run state with its optimizer values; eval file; tokenizer) and the output folder. Checks that can fail on one rank only all
 // run here, before the processes find each other (a rank failing after that would leave the others
 // waiting). Only then CUDA, processes and the model.
 static void setup(Trainer& tr) {

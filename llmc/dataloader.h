@@ -42,18 +42,20 @@
  *        uninterrupted sequence. A state whose shard count or window count does not fit this loader
  *        is refused naming both numbers; `source` (the state file) is named in errors. sample_idx may
  *        equal the shard's window count (the next batch then moves on, as in llm.c).
- *   void dataloader_check_tokens(const DataLoader*, const char* flag_name, int vocab_size)
+ *   void dataloader_check_tokens(DataLoader*, const char* flag_name, int vocab_size)
  *        reads every token of every shard (start-up check, before any GPU work): the first id >=
- *        vocab_size stops with the shard name and position. Memory/disk-bandwidth bound; prints
- *        progress to stderr when the shards are large.
+ *        vocab_size (the model's V) stops with the shard name and position; then vocab_size is the
+ *        loader's bound from then on. Memory/disk-bandwidth bound; prints progress to stderr when
+ *        the shards are large.
  *   void dataloader_begin_step(DataLoader*, bool overfit_single_batch)
  *        call before the micro-batches of each optimizer step. With overfit (-a 1, which also turns
  *        shuffling off) the loader goes back to the start, as llm.c does: every step reads windows
  *        0..accum-1 again, micro-step k reading window k. Without it, nothing (the data continues).
  *   void dataloader_free(DataLoader*)
  *
- * Every token of a loaded window is checked against the GPT-2 vocabulary (< 50257); a bad id stops
- * with the shard name and token position. Every user error goes through fatal() (exit code 1).
+ * Every token of a loaded window is checked against the loader's vocabulary bound (GPT-2's 50257 until
+ * dataloader_check_tokens sets the model's, so both checks agree); a bad id stops with the shard name
+ * and token position. Every user error goes through fatal() (exit code 1).
  */
 #pragma once
 
@@ -90,6 +92,7 @@ struct DataLoaderState {
 struct DataLoader : LoaderShape {  // B, T, process_rank, num_processes
     // configuration
     bool shuffle = false;
+    int vocab_size = DATALOADER_VOCAB_SIZE;  // token ids must be below it (dataloader_check_tokens: the model's V)
     std::vector<std::string> shard_paths;    // sorted glob result
     std::vector<size_t> shard_num_windows;   // windows of P*B*T tokens per shard
     size_t total_windows = 0;
@@ -209,8 +212,9 @@ inline void dataloader_begin_step(DataLoader* dl, bool overfit_single_batch) {
     if (overfit_single_batch) dataloader_reset(dl);
 }
 
-inline void dataloader_check_tokens(const DataLoader* dl, const char* flag_name, int vocab_size) {
+inline void dataloader_check_tokens(DataLoader* dl, const char* flag_name, int vocab_size) {
     constexpr size_t CHUNK = (size_t)1 << 21;  // tokens per read (4 MiB)
+    dl->vocab_size = vocab_size;
     if (vocab_size > 65535) return;  // every uint16 id is valid
     std::vector<uint16_t> buf(CHUNK);
     uint64_t done = 0, total_bytes = 0;
@@ -281,9 +285,9 @@ inline void dataloader_next_batch(DataLoader* dl) {
     fseek_check(dl->fp, (long)(FILE_HEADER_BYTES + offset * sizeof(uint16_t)), SEEK_SET, path);
     fread_check(dl->buffer, sizeof(uint16_t), BT + 1, dl->fp, path);
     for (size_t i = 0; i <= BT; i++) {
-        if (dl->buffer[i] >= DATALOADER_VOCAB_SIZE) {
+        if ((int)dl->buffer[i] >= dl->vocab_size) {
             fatal("token shard '%s' has token id %u at position %zu, outside the vocabulary "
-                  "(must be < %d)", path, (unsigned)dl->buffer[i], offset + i, DATALOADER_VOCAB_SIZE);
+                  "(must be < %d)", path, (unsigned)dl->buffer[i], offset + i, dl->vocab_size);
         }
     }
     for (size_t i = 0; i < BT; i++) {

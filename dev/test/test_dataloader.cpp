@@ -444,6 +444,28 @@ TEST(DataLoaderErrors, TokenOutOfVocabularyNamesShardAndPosition) {
     dataloader_free(&dl);
 }
 
+// One vocabulary bound: the model's. After the start-up check against a model with V > 50257, ids in
+// [50257, V) are valid in every batch too; ids >= V are refused by both checks.
+TEST(DataLoaderErrors, BatchesUseTheModelsVocabularyOnceChecked) {
+    std::string dir = make_temp_dir();
+    std::vector<uint16_t> t = shard_tokens(0, 40);
+    t[3] = 50300;
+    write_shard(dir + "/big_vocab.bin", t);
+    DataLoader dl;
+    dataloader_init(&dl, (dir + "/big_vocab.bin").c_str(), "-i", 1, 8, 0, 1, false);
+    dataloader_check_tokens(&dl, "-i", 50304);
+    EXPECT_EQ(next_inputs(&dl)[3], 50300);
+    EXPECT_EXIT(dataloader_check_tokens(&dl, "-i", 50300), ::testing::ExitedWithCode(1),
+                "has token id 50300 at position 3.*must be < 50300");
+    dataloader_reset(&dl);
+    dl.vocab_size = 50300;  // as the failed check would have left it
+    EXPECT_EXIT(dataloader_next_batch(&dl), ::testing::ExitedWithCode(1), "has token id 50300 at position 3.*< 50300");
+    dataloader_check_tokens(&dl, "-i", 1 << 20);  // beyond uint16: every id is one
+    dataloader_reset(&dl);
+    EXPECT_EQ(next_inputs(&dl)[3], 50300);
+    dataloader_free(&dl);
+}
+
 TEST(DataLoader, WindowOrderInsideAShardChangesPerEpoch) {
     std::string dir = make_temp_dir();
     write_shard(dir + "/one.bin", shard_tokens(0, 400));  // one shard: only the window order can change
