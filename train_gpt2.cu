@@ -4,11 +4,14 @@
  * follow llm.c (see README and docs/formats.md).
  */
 #include <signal.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -125,35 +128,71 @@ static void print_usage() {
         "  -pn / -pr / -pg / -pi / -ps / -pf / -pp   processes / rank / GPUs per node / init (mpi|tcp|fs)\n"
         "             / server IP / shared dir / TCP port\n"
         "  -wt <float> seconds a wait on the GPU or a collective may last before the run aborts its NCCL\n"
-        "             communicator and exits 1, naming the step and the wait (1200; 0 = no limit)\n");
+        "             communicator and exits 1, naming the step and the wait (1200; 0 = no limit; at most 1e9)\n"
+        "integers are written [+-]digits and numbers as decimals (3e-4, 0.1): no blanks, hex, nan or inf\n");
 }
 
-static int parse_int(const char* flag, const char* value) {
-    char* end = nullptr;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno != 0 || end == value || *end != '\0' || v < INT32_MIN || v > INT32_MAX) {
+// Flag values are exactly what they look like: an integer is [+-]digits, a number is a decimal like
+// 3e-4, 0.1, -2 or .5 (no blanks, hex, nan or inf), and every value must lie in its flag's range, which
+// the message gives. `what` describes the range where "in [lo, hi]" would not say it well.
+static long long parse_int(const char* flag, const char* value, long long lo, long long hi, const char* what = nullptr) {
+    const char* p = value + (value[0] == '-' || value[0] == '+');
+    if (*p == '\0' || strspn(p, "0123456789") != strlen(p)) {
         fatal("flag %s expects an integer, got '%s'", flag, value);
     }
-    return (int)v;
-}
-
-static float parse_float(const char* flag, const char* value) {
-    char* end = nullptr;
     errno = 0;
-    float v = strtof(value, &end);
-    if (errno != 0 || end == value || *end != '\0' || !std::isfinite(v)) {
-        fatal("flag %s expects a number, got '%s'", flag, value);
+    const long long v = strtoll(value, nullptr, 10);
+    if (errno == ERANGE || v < lo || v > hi) {
+        if (what != nullptr) fatal("flag %s must be %s, got %s", flag, what, value);
+        fatal("flag %s must be in [%lld, %lld], got %s", flag, lo, hi, value);
     }
     return v;
 }
 
-static void require_range(const char* flag, long v, long lo, long hi) {
-    if (v < lo || v > hi) fatal("flag %s must be in [%ld, %ld], got %ld", flag, lo, hi, v);
+// True when s is a decimal number: [+-] digits [. digits] or [+-] . digits, then an optional exponent.
+static bool is_decimal_number(const char* s) {
+    const char* p = s + (*s == '-' || *s == '+');
+    const size_t whole = strspn(p, "0123456789");
+    p += whole;
+    size_t frac = 0;
+    if (*p == '.') frac = strspn(++p, "0123456789");
+    p += frac;
+    if (whole + frac == 0) return false;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        p += (*p == '-' || *p == '+');
+        const size_t exp_digits = strspn(p, "0123456789");
+        if (exp_digits == 0) return false;
+        p += exp_digits;
+    }
+    return *p == '\0';
+}
+
+static float parse_float(const char* flag, const char* value, double lo, double hi, const char* what) {
+    if (!is_decimal_number(value)) {
+        const char* word = value + (value[0] == '-' || value[0] == '+');
+        if (strcasecmp(word, "nan") == 0 || strcasecmp(word, "inf") == 0 || strcasecmp(word, "infinity") == 0) {
+            fatal("flag %s expects a finite number, got '%s'", flag, value);
+        }
+        fatal("flag %s expects a decimal number (like 3e-4 or 0.1), got '%s'", flag, value);
+    }
+    errno = 0;
+    const double d = strtod(value, nullptr);  // ERANGE: beyond double; the float limits below are narrower
+    if (std::fabs(d) > FLT_MAX || (errno == ERANGE && std::fabs(d) >= 1.0)) {
+        fatal("flag %s: %s is beyond the largest float (%g)", flag, value, (double)FLT_MAX);
+    }
+    // below FLT_MIN: a denormal, which the GPU flushes to 0 (--use_fast_math), or nothing at all
+    if ((errno == ERANGE || d != 0.0) && std::fabs(d) < FLT_MIN) {
+        fatal("flag %s: %s is below the smallest normal float (%g): write 0 for zero, or a value of at least %g",
+              flag, value, (double)FLT_MIN, (double)FLT_MIN);
+    }
+    if (d < lo || d > hi) fatal("flag %s must be %s, got %s", flag, what, value);
+    return (float)d;
 }
 
 static TrainConfig parse_args(int argc, char** argv) {
     TrainConfig c;
+    constexpr long long I32 = INT32_MAX;
     for (int i = 1; i < argc; i += 2) {
         const std::string f = argv[i];
         if (f == "--help" || f == "-help") {
@@ -163,92 +202,75 @@ static TrainConfig parse_args(int argc, char** argv) {
         if (f.size() < 2 || f[0] != '-') fatal("expected a flag like -b, got '%s' (run with --help)", argv[i]);
         if (i + 1 >= argc) fatal("flag %s needs a value (run with --help)", argv[i]);
         const char* v = argv[i + 1];
+        const char* fl = argv[i];
+        auto flag01 = [&] { return (int)parse_int(fl, v, 0, 1); };
         if (f == "-i") c.train_pattern = v;
         else if (f == "-j") c.val_pattern = v;
         else if (f == "-e") { c.init = v; c.init_given = true; }
         else if (f == "-o") c.output_dir = v;
-        else if (f == "-b") c.B = parse_int(argv[i], v);
-        else if (f == "-t") c.T = parse_int(argv[i], v);
-        else if (f == "-d") c.total_batch = parse_int(argv[i], v);
-        else if (f == "-x") c.max_steps = parse_int(argv[i], v);
+        else if (f == "-b") c.B = (int)parse_int(fl, v, 1, 1 << 20);
+        else if (f == "-t") c.T = (int)parse_int(fl, v, 1, 1 << 20);
+        else if (f == "-d") {
+            const char* what = "a positive number of tokens up to 2147483647 (or -1 for B*T*processes)";
+            c.total_batch = parse_int(fl, v, -1, I32, what);
+            if (c.total_batch == 0) fatal("flag -d must be %s, got 0", what);
+        }
+        else if (f == "-x") c.max_steps = (int)parse_int(fl, v, -1, I32, "in [-1, 2147483647] (-1: one epoch, 0: no update)");
         else if (f == "-k") c.schedule = v;
-        else if (f == "-l") c.lr = parse_float(argv[i], v);
-        else if (f == "-u") c.warmup = parse_int(argv[i], v);
-        else if (f == "-q") c.final_lr_frac = parse_float(argv[i], v);
-        else if (f == "-c") c.weight_decay = parse_float(argv[i], v);
-        else if (f == "-v") c.val_every = parse_int(argv[i], v);
-        else if (f == "-m") c.val_max_steps = parse_int(argv[i], v);
-        else if (f == "-s") c.sample_every = parse_int(argv[i], v);
-        else if (f == "-g") c.gen_tokens = parse_int(argv[i], v);
-        else if (f == "-h") c.hellaswag = parse_int(argv[i], v);
-        else if (f == "-n") c.checkpoint_every = parse_int(argv[i], v);
-        else if (f == "-nk") c.keep_last = parse_int(argv[i], v);
-        else if (f == "-nm") c.keep_multiple = parse_int(argv[i], v);
-        else if (f == "-y") c.resume = parse_int(argv[i], v);
-        else if (f == "-r") c.recompute = parse_int(argv[i], v);
-        else if (f == "-ge") c.gelu_fusion = parse_int(argv[i], v);
-        else if (f == "-w") c.master_weights = parse_int(argv[i], v);
-        else if (f == "-z") c.zero_stage = parse_int(argv[i], v);
-        else if (f == "-a") c.overfit_single_batch = parse_int(argv[i], v);
-        else if (f == "-f") c.allow_tf32 = parse_int(argv[i], v);
-        else if (f == "-ma") c.matmul_autotune = parse_int(argv[i], v);
-        else if (f == "-sl") c.skip_loss_z = parse_float(argv[i], v);
-        else if (f == "-sg") c.skip_norm_z = parse_float(argv[i], v);
-        else if (f == "-lg") c.gpu_log_every = parse_int(argv[i], v);
-        else if (f == "-sh") { c.shuffle = parse_int(argv[i], v); c.shuffle_given = true; }
-        else if (f == "-pt") c.phase_timing = parse_int(argv[i], v);
-        else if (f == "-ao") c.overlap_update = parse_int(argv[i], v);
-        else if (f == "-seed") c.seed = (uint64_t)parse_int(argv[i], v);
-        else if (f == "-pn") c.num_processes = parse_int(argv[i], v);
-        else if (f == "-pr") c.process_rank = parse_int(argv[i], v);
-        else if (f == "-pg") c.gpus_per_node = parse_int(argv[i], v);
+        else if (f == "-l") c.lr = parse_float(fl, v, 0.0, FLT_MAX, ">= 0");
+        else if (f == "-u") c.warmup = (int)parse_int(fl, v, 0, I32);
+        else if (f == "-q") c.final_lr_frac = parse_float(fl, v, 0.0, 1.0, "in [0, 1]");
+        else if (f == "-c") c.weight_decay = parse_float(fl, v, 0.0, FLT_MAX, ">= 0 (weight decay)");
+        else if (f == "-v") c.val_every = (int)parse_int(fl, v, 0, I32, "in [0, 2147483647] (0: no val loss)");
+        else if (f == "-m") c.val_max_steps = (int)parse_int(fl, v, -1, I32, "in [-1, 2147483647] (-1: whole val split)");
+        else if (f == "-s") c.sample_every = (int)parse_int(fl, v, 0, I32, "in [0, 2147483647] (0: no samples)");
+        else if (f == "-g") c.gen_tokens = (int)parse_int(fl, v, 0, I32);
+        else if (f == "-h") c.hellaswag = flag01();
+        else if (f == "-n") c.checkpoint_every = (int)parse_int(fl, v, 0, I32, "in [0, 2147483647] (0: never)");
+        else if (f == "-nk") c.keep_last = (int)parse_int(fl, v, 0, I32, "in [0, 2147483647] (0: keep all)");
+        else if (f == "-nm") c.keep_multiple = (int)parse_int(fl, v, 0, I32, "in [0, 2147483647] (0: none)");
+        else if (f == "-y") c.resume = flag01();
+        else if (f == "-r") c.recompute = (int)parse_int(fl, v, -1, 2, "in [-1, 2] (-1: the least that fits)");
+        else if (f == "-ge") c.gelu_fusion = (int)parse_int(fl, v, -1, 2, "in [-1, 2] (-1: picked for the GPU)");
+        else if (f == "-w") c.master_weights = flag01();
+        else if (f == "-z") c.zero_stage = (int)parse_int(fl, v, 0, 1, "0 or 1 (the ZeRO stages implemented)");
+        else if (f == "-a") c.overfit_single_batch = flag01();
+        else if (f == "-f") c.allow_tf32 = flag01();
+        else if (f == "-ma") c.matmul_autotune = flag01();
+        else if (f == "-sl") c.skip_loss_z = parse_float(fl, v, 0.0, FLT_MAX, ">= 0 (a z-score; 0 = off)");
+        else if (f == "-sg") c.skip_norm_z = parse_float(fl, v, 0.0, FLT_MAX, ">= 0 (a z-score; 0 = off)");
+        else if (f == "-lg") c.gpu_log_every = (int)parse_int(fl, v, -1, I32, "in [-1, 2147483647] (-1 or 0: off)");
+        else if (f == "-sh") { c.shuffle = flag01(); c.shuffle_given = true; }
+        else if (f == "-pt") c.phase_timing = flag01();
+        else if (f == "-ao") c.overlap_update = flag01();
+        else if (f == "-seed") c.seed = (uint64_t)parse_int(fl, v, 0, INT64_MAX);
+        else if (f == "-pn") c.num_processes = (int)parse_int(fl, v, 1, 1 << 16);  // state files name ranks with 5 digits
+        else if (f == "-pr") c.process_rank = (int)parse_int(fl, v, 0, (1 << 16) - 1);
+        else if (f == "-pg") c.gpus_per_node = (int)parse_int(fl, v, 1, 1 << 16);
         else if (f == "-pi") c.init_method = v;
         else if (f == "-ps") c.server_ip = v;
         else if (f == "-pf") c.fs_path = v;
-        else if (f == "-pp") c.port = parse_int(argv[i], v);
-        else if (f == "-wt") c.watchdog_s = parse_float(argv[i], v);
+        else if (f == "-pp") c.port = (int)parse_int(fl, v, 1, 65535);
+        else if (f == "-wt") {
+            // the watchdog's deadline is a 64-bit count of nanoseconds (llmc/watchdog.h)
+            const std::string what = "in [0, " + std::to_string((long long)WATCHDOG_MAX_TIMEOUT_S) +
+                                     "] seconds (0 = no limit)";
+            c.watchdog_s = parse_float(fl, v, 0.0, WATCHDOG_MAX_TIMEOUT_S, what.c_str());
+        }
         else fatal("unknown flag %s (run with --help)", argv[i]);
-    }
-    require_range("-b", c.B, 1, 1 << 20);
-    require_range("-t", c.T, 1, 1 << 20);
-    require_range("-r", c.recompute, -1, 2);
-    require_range("-ge", c.gelu_fusion, -1, 2);
-    require_range("-w", c.master_weights, 0, 1);
-    require_range("-a", c.overfit_single_batch, 0, 1);
-    require_range("-f", c.allow_tf32, 0, 1);
-    require_range("-ma", c.matmul_autotune, 0, 1);
-    require_range("-h", c.hellaswag, 0, 1);
-    require_range("-y", c.resume, 0, 1);
-    require_range("-sh", c.shuffle, 0, 1);
-    require_range("-pt", c.phase_timing, 0, 1);
-    require_range("-ao", c.overlap_update, 0, 1);
-    require_range("-pp", c.port, 1, 65535);
-    for (auto [flag, value] : {std::pair<const char*, int>{"-v", c.val_every}, {"-s", c.sample_every},
-                               {"-g", c.gen_tokens}, {"-n", c.checkpoint_every}, {"-nk", c.keep_last},
-                               {"-nm", c.keep_multiple}, {"-u", c.warmup}}) {
-        if (value < 0) fatal("flag %s must be >= 0, got %d", flag, value);
-    }
-    if (c.total_batch == 0 || c.total_batch < -1) {
-        fatal("flag -d must be a positive number of tokens (or -1 for B*T*processes), got %ld", c.total_batch);
-    }
-    for (auto [flag, value] : {std::pair<const char*, int>{"-x", c.max_steps}, {"-m", c.val_max_steps},
-                               {"-lg", c.gpu_log_every}}) {
-        if (value < -1) fatal("flag %s must be >= -1 (-1: %s), got %d", flag,
-                              flag[1] == 'x' ? "one epoch" : flag[1] == 'm' ? "whole val split" : "off", value);
     }
     if (c.overfit_single_batch && c.shuffle) {  // llm.c: -a 1 loads the train data unshuffled
         if (c.shuffle_given) fatal("-a 1 reads the first windows of -j in order at every step: it cannot shuffle (-sh 1)");
         c.shuffle = 0;
     }
     if (c.overfit_single_batch && c.val_pattern.empty()) fatal("-a 1 trains on the start of the -j data (as llm.c), but -j is empty");
-    if (c.lr < 0.0f) fatal("flag -l must be >= 0, got %g", c.lr);
-    if (c.watchdog_s < 0.0f) fatal("flag -wt must be >= 0 seconds, got %g", c.watchdog_s);
-    if (c.final_lr_frac < 0.0f || c.final_lr_frac > 1.0f) fatal("flag -q must be in [0, 1], got %g", c.final_lr_frac);
     if (c.resume && c.output_dir.empty()) fatal("-y 1 needs -o <dir> to find checkpoints in");
     if (c.checkpoint_every > 0 && c.output_dir.empty()) fatal("-n %d needs -o <dir> to write checkpoints to", c.checkpoint_every);
-    require_range("-pn", c.num_processes, 1, 1 << 16);  // state files name ranks with 5 digits
-    // -pi, -pn, -pr, -pg, -z: the start-up's own checks (llmc/multi_gpu.cuh), here before any CUDA call
+    // -pi, -pn, -pr, -pg, -z: the start-up's own checks (llmc/multi_gpu.cuh), here before any CUDA call;
+    // then what -pi tcp / fs need: -ps a valid address, -pf a directory
     multi_gpu_check_args(c.num_processes, c.process_rank, c.gpus_per_node, c.init_method.c_str(), c.zero_stage);
+    const std::string exchange = id_exchange_args_problem(c.init_method.c_str(), c.server_ip.c_str(), c.fs_path.c_str());
+    if (!exchange.empty()) fatal("%s", exchange.c_str());
     return c;
 }
 
@@ -323,13 +345,14 @@ static float evaluate_multiple_choice(Trainer& tr) {
     return total_correct / (float)tr.eval_loader.examples.size();
 }
 
+constexpr int SAMPLE_START_TOKEN = 50256;  // GPT-2's end-of-text: samples start after it
+
 // Samples gen_tokens tokens after an end-of-text, one full forward of the single row per token.
 static void generate_sample(Trainer& tr) {
     GPT2& m = tr.model;
     const GPT2Config& c = m.config;
     const int T = tr.cfg.T;
-    const int eot = 50256;
-    std::vector<int> tokens(T, eot);
+    std::vector<int> tokens(T, SAMPLE_START_TOKEN);
     std::vector<floatX> logits(c.padded_vocab_size);
     std::vector<float> probs(c.vocab_size);
     const int n = std::min(tr.cfg.gen_tokens, T - 1);
@@ -404,9 +427,14 @@ static void resume_read(Trainer& tr, const GPT2Config& mc, size_t shard_size, in
     r = CheckpointRead();
     const int chosen = step < 0 ? resume_choose_step(dir) : step;
     if (chosen >= 0) {
+        if (step < 0) {  // this process's own choice (an agreed step's files are checked on every rank together)
+            const std::string incomplete = ckpt_incomplete_problem(dir, chosen, rank);
+            if (!incomplete.empty()) fatal("%s", incomplete.c_str());
+        }
         const ZeroLayout layout = tr.cfg.zero_stage == 1 ? zero_shard_layout(mc, tr.cfg.num_processes) : ZeroLayout::llmc;
         checkpoint_read(&r, dir, chosen, mc, "-e " + tr.cfg.init, tr.cfg.num_processes, rank, shard_size, kFloatXIsBF16,
                         tr.cfg.master_weights != 0, layout);
+        if (r.model_path != tr.cfg.init) model_file_check_finite(r.model_path.c_str(), r.info);  // else checked as -e
     }
     resume_restore_host(r, tr.resume_fresh, &tr.train_loader, &tr.loss_outlier, &tr.norm_outlier);
 }
@@ -506,7 +534,11 @@ struct ModelChoice {
 static ModelChoice setup_model_config(TrainConfig& c) {
     if (c.resume && !c.init_given) {
         const int latest = ckpt_find_latest(c.output_dir);
-        if (latest >= 0) c.init = ckpt_model_path(c.output_dir, latest);
+        if (latest >= 0) {
+            const std::string problem = ckpt_incomplete_problem(c.output_dir, latest, -1);
+            if (!problem.empty()) fatal("%s", problem.c_str());
+            c.init = ckpt_model_path(c.output_dir, latest);
+        }
     }
     ModelChoice m;
     m.from_descriptor = gpt2_config_from_descriptor(c.init.c_str(), &m.mc);
@@ -514,6 +546,7 @@ static ModelChoice setup_model_config(TrainConfig& c) {
         if (access(c.init.c_str(), F_OK) != 0) fatal("%s", init_file_missing_message(c.init).c_str());
         m.info = model_file_read_header(c.init.c_str());
         m.mc = m.info.cfg;
+        model_file_check_finite(c.init.c_str(), m.info);  // one pass over the file (page cache for the load)
     }
     gpt2_check_seq_len(m.mc, c.T);
     const std::string problem = gpt2_config_problem(m.mc);
@@ -556,6 +589,10 @@ static void setup_processes(Trainer& tr) {
 static void setup_data(Trainer& tr, const GPT2Config& mc) {
     const TrainConfig& c = tr.cfg;
     const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
+    if (c.sample_every > 0 && c.gen_tokens > 0 && SAMPLE_START_TOKEN >= mc.vocab_size) {
+        fatal("-s %d -g %d: samples start after GPT-2's end-of-text token %d, outside the model's vocabulary of %d "
+              "ids: use -s 0 or -g 0", c.sample_every, c.gen_tokens, SAMPLE_START_TOKEN, mc.vocab_size);
+    }
     dataloader_init(&tr.train_loader, train_pattern(c).c_str(), c.overfit_single_batch ? "-j" : "-i", c.B, c.T,
                     c.process_rank, c.num_processes, c.shuffle != 0);
     dataloader_set_vocab(&tr.train_loader, train_flag(c), mc.vocab_size);
@@ -573,6 +610,7 @@ static void setup_data(Trainer& tr, const GPT2Config& mc) {
         }
     } else if (c.hellaswag) {  // a file that is there must be good
         eval_loader_init(&tr.eval_loader, c.eval_file.c_str(), c.B, c.T, c.process_rank, c.num_processes);
+        eval_check_vocab(&tr.eval_loader, mc.vocab_size);
         tr.have_eval = true;
     }
     // a step may need more windows than an epoch holds: the loader goes on into the next epoch, as llm.c's
@@ -759,12 +797,13 @@ static void print_run_table(Trainer& tr, const GPT2Config& mc, const cudaDeviceP
 }
 
 // Everything that can be checked without a GPU is checked first, before the first CUDA call: flags
-// and their combinations, every input file (shard headers and sizes, the token ids of the first shard
-// each loader reads, model file, checkpoint and run state to resume from, eval file, tokenizer) and
-// the output folder. Checks that can fail on one rank only run here, before the processes find each
-// other (a rank failing after that would leave the others waiting), except the token ids of later
-// shards: a bad one stops its rank when that rank reaches the shard. Only then CUDA, processes and
-// the model.
+// (exact syntax, ranges) and their combinations, every input file (shard headers and sizes, the token
+// ids of the first shard each loader reads against the model's vocabulary; the model file, weights
+// included; the checkpoint to resume from: DONE, model file, run state with its optimizer values; eval
+// file; tokenizer) and the output folder. Checks that can fail on one rank only run here, before the
+// processes find each other (a rank failing after that would leave the others waiting), except the
+// token ids of later shards: a bad one stops its rank when that rank reaches the shard, and that rank
+// tells the others. Only then CUDA, processes and the model.
 static void setup(Trainer& tr) {
     TrainConfig& c = tr.cfg;
     const ModelChoice m = setup_model_config(c);

@@ -29,6 +29,9 @@
  *        cannot read it (empty: it can)
  *   std::vector<HostBuffer> state_body_buffers(const StateBody&, float* m, float* v, float* master)
  *        the body in file order over the caller's arrays (each body.elements floats)
+ *   std::string state_body_values_problem(m, v, master)
+ *        "" when m and master are finite and v finite and >= 0, else the first value that is not
+ *        (block, element, value); on up to 16 threads
  *   void checkpoint_read(CheckpointRead* out, dir, step, const GPT2Config& expect, const std::string& cfg_source,
  *                        int num_processes, int rank, size_t shard, bool bf16_build, bool master_weights,
  *                        ZeroLayout layout = llmc)
@@ -36,7 +39,8 @@
  *        message names cfg_source, e.g. "-e d12"), the whole state file (llmc/run_state.h checks), and
  *        that a ZeRO-1 shard (P > 1, shard < N) is in this run's `layout` (llmc/zero_shards.h); out
  *        gets the paths, the header, the run state and the m / v / master blocks (master empty when
- *        the file has none). One fatal() naming the file on any problem.
+ *        the file has none), their values checked (state_body_values_problem). One fatal() naming the
+ *        file on any problem.
  *
  * Checkpoint directory (a checkpoint of step S is complete once DONE_%08d exists):
  *   std::string ckpt_model_path(dir, step)        DIR/model_%08d.bin
@@ -46,6 +50,10 @@
  *   void ckpt_write_done(dir, step)               fsyncs the directory, then creates the empty DONE
  *   void ckpt_check_writable(dir)                 creates and deletes a probe file; fatal naming -o
  *   int  ckpt_find_latest(dir)                    largest step with a DONE file, -1 if none/no dir
+ *   std::string ckpt_incomplete_problem(dir, step, rank)
+ *        "" when the checkpoint `step` that a DONE file names can be resumed by `rank` (-1: the model
+ *        file only), else why not: DONE is a directory or a link to nothing, the model file or the
+ *        rank's state file is missing or not a file. For the start-up, before anything is read.
  *   std::vector<std::string> ckpt_remove_leftovers(dir, rank)
  *        deletes the *.tmp files an interrupted checkpoint left (rank 0: model and DONE files and its
  *        state file; rank r > 0: its own state file only) and returns their paths. Call at start-up,
@@ -72,6 +80,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "llmc/model_file.h"
@@ -199,6 +208,35 @@ inline int ckpt_find_latest(const std::string& dir) {
     return -1;
 }
 
+// Why checkpoint `step` of dir, which its DONE file marks complete, cannot be resumed ("" when it can):
+// DONE is not a file (a directory, a link to nothing), or the model file, or (rank >= 0) that rank's
+// state file, is missing or not a file. For the start-up, before anything is read.
+inline std::string ckpt_incomplete_problem(const std::string& dir, int step, int rank) {
+    const std::string done = ckpt_done_path(dir, step);
+    struct stat sb;
+    if (lstat(done.c_str(), &sb) == 0 && S_ISLNK(sb.st_mode) && stat(done.c_str(), &sb) != 0) {
+        char target[4096];
+        const ssize_t n = readlink(done.c_str(), target, sizeof(target) - 1);
+        target[n > 0 ? n : 0] = '\0';
+        return "-o " + dir + ": '" + done + "' is a link to '" + target + "', which does not exist, not the empty file "
+               "that marks the checkpoint of step " + std::to_string(step) + " complete: remove the link";
+    }
+    if (stat(done.c_str(), &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        return "-o " + dir + ": '" + done + "' is " + (S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file") +
+               ", not the empty file that marks the checkpoint of step " + std::to_string(step) + " complete: remove it";
+    }
+    std::vector<std::string> files = {ckpt_model_path(dir, step)};
+    if (rank >= 0) files.push_back(ckpt_state_path(dir, step, rank));
+    for (const std::string& f : files) {
+        const bool there = stat(f.c_str(), &sb) == 0;
+        if (there && S_ISREG(sb.st_mode)) continue;
+        return "-o " + dir + ": the checkpoint of step " + std::to_string(step) + " is incomplete: '" + done +
+               "' marks it complete, but '" + f + "' " + (there ? "is not a regular file" : "is missing") +
+               ". Restore that file, or delete the DONE file to resume from the checkpoint before it";
+    }
+    return "";
+}
+
 inline std::vector<std::string> ckpt_remove_leftovers(const std::string& dir, int rank) {
     std::vector<std::string> removed;
     DIR* d = opendir(dir.c_str());
@@ -299,6 +337,70 @@ inline std::vector<HostBuffer> state_body_buffers(const StateBody& body, float* 
     return out;
 }
 
+// Index of the first of n floats that is not a finite number >= 0 (NaN, inf, negative; -0 is fine), n if
+// none. On the bits u with magnitude a = u & 0x7FFFFFFF, bit 31 of (a + 0x00800000) is set for NaN and
+// inf (as in first_non_finite), and bit 31 of u & (a + 0x7FFFFFFF) for a negative number other than -0;
+// OR-ed over the buffer (vectorises), the position is looked up only when one is there.
+inline uint32_t not_nonneg_finite_bit_(uint32_t u) {
+    const uint32_t a = u & 0x7FFFFFFFu;
+    return ((a + 0x00800000u) | (u & (a + 0x7FFFFFFFu))) & 0x80000000u;
+}
+
+inline size_t first_not_nonneg_finite(const float* x, size_t n) {
+    auto bit = [x](size_t i) { uint32_t u; memcpy(&u, x + i, 4); return not_nonneg_finite_bit_(u); };
+    uint32_t acc = 0;
+    for (size_t i = 0; i < n; i++) acc |= bit(i);
+    if (acc == 0) return n;
+    size_t i = 0;
+    while (bit(i) == 0) i++;
+    return i;
+}
+
+// first(begin, end) -> index of the first bad element in [begin, end), or end; over [0, n) on up to 16
+// threads (a d48 state body is 18.7 GB: one thread scans it in about 2 s, several near memory speed).
+template <class First>
+inline size_t parallel_first_(size_t n, First first) {
+    const size_t threads = std::min<size_t>(16, std::max(1u, std::thread::hardware_concurrency()));
+    if (threads == 1 || n < ((size_t)1 << 24)) return first((size_t)0, n);
+    const size_t chunk = (n + threads - 1) / threads;
+    std::vector<size_t> found(threads, n);
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; t++) {
+        const size_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
+        pool.emplace_back([&, t, b, e] { const size_t i = first(b, e); found[t] = i < e ? i : n; });
+    }
+    for (std::thread& th : pool) th.join();
+    return *std::min_element(found.begin(), found.end());
+}
+
+// The optimizer state of a state file, read: AdamW m and the master weights finite, v finite and >= 0
+// (a running mean of squared gradients). A run never saves other values (it stops on a non-finite loss
+// or norm before the update); a checksum only says a file is as it was written, and llm.c's files have
+// none. Found here at start-up instead of as a NaN at the first update. "" when fine, else what is
+// wrong (the element is one of this process's shard).
+inline std::string state_body_values_problem(const std::vector<float>& m, const std::vector<float>& v,
+                                             const std::vector<float>& master) {
+    char buf[160];
+    for (const std::vector<float>* block : {&m, &master}) {
+        const float* x = block->data();
+        const size_t i = parallel_first_(block->size(), [x](size_t b, size_t e) {
+            return b + first_non_finite(x + b, DType::FP32, e - b);
+        });
+        if (i == block->size()) continue;
+        snprintf(buf, sizeof(buf), "holds %g in its %s at element %zu of %zu (these are never NaN or inf)", (*block)[i],
+                 block == &m ? "AdamW m" : "fp32 master weights", i, block->size());
+        return buf;
+    }
+    const float* x = v.data();
+    const size_t i = parallel_first_(v.size(), [x](size_t b, size_t e) { return b + first_not_nonneg_finite(x + b, e - b); });
+    if (i < v.size()) {
+        snprintf(buf, sizeof(buf), "holds %g in its AdamW v at element %zu of %zu (a mean of squared gradients: "
+                 "always finite and >= 0)", v[i], i, v.size());
+        return buf;
+    }
+    return "";
+}
+
 struct CheckpointRead {
     int step = -1;  // -1: nothing read
     std::string model_path, state_path;
@@ -341,4 +443,6 @@ inline void checkpoint_read(CheckpointRead* out, const std::string& dir, int ste
     if (body.has_master()) r.master.resize(shard);
     r.rs = run_state_read(r.state_path, state_body_buffers(body, r.m.data(), r.v.data(), r.master.data()),
                           num_processes, rank);
+    const std::string values = state_body_values_problem(r.m, r.v, r.master);
+    if (!values.empty()) fatal("run state file '%s' %s: the file is damaged", r.state_path.c_str(), values.c_str());
 }

@@ -21,6 +21,7 @@
  *                         int num_processes)      B >= 4; examples must fit in T
  *   bool eval_file_missing(const char* path)     nothing at path (-h 1 then trains without the eval, as
  *                                                llm.c); a file that is there but bad is an init error
+ *   void eval_check_vocab(const EvalLoader*, int vocab_size)   every id (and the pad) < the model's V
  *   size_t eval_loader_num_batches(const EvalLoader*)
  *   void eval_loader_reset(EvalLoader*)
  *   void eval_loader_next_batch(EvalLoader*)     fills inputs, targets, mask, labels
@@ -40,6 +41,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -130,18 +132,26 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
     long size = 0;
     FILE* f = file_header_open(path, EVAL_MAGIC, header, &size);
     if (header[2] <= 0) fatal("eval file '%s' says it has %d examples", path, header[2]);
+    if (header[3] < 0) fatal("eval file '%s' says its longest example is %d bytes: corrupted header", path, header[3]);
     size_t n = (size_t)header[2];
-    size_t longest = header[3] > 0 ? (size_t)header[3] : 0;
+    size_t longest = (size_t)header[3];  // 0: not given
 
-    size_t body_words = ((size_t)size - FILE_HEADER_BYTES) / sizeof(uint16_t);
-    if (((size_t)size - FILE_HEADER_BYTES) % sizeof(uint16_t) != 0) fatal("eval file '%s' has an odd body size", path);
+    // an odd byte count is a file cut inside a token (or a stray byte): the parse below says which
+    const size_t body_bytes = (size_t)size - FILE_HEADER_BYTES;
+    const size_t body_words = body_bytes / sizeof(uint16_t);
     std::vector<uint16_t> body(body_words);
     fread_check(body.data(), sizeof(uint16_t), body_words, f, path);
     fclose_check(f, path);
 
     size_t pos = 0;  // in uint16 words
     auto need = [&](size_t words, size_t ex) {
-        if (pos + words > body_words) fatal("eval file '%s' is truncated inside example %zu", path, ex);
+        if (pos + words <= body_words) return;
+        if (pos == body_words && pos * sizeof(uint16_t) == body_bytes && words == 5) {
+            fatal("eval file '%s' ends after %zu examples, but its header says %zu: truncated (or a wrong example "
+                  "count)", path, ex, n);
+        }
+        fatal("eval file '%s' is truncated inside example %zu (the file ends %zu bytes after its header)", path, ex,
+              body_bytes);
     };
     for (size_t ex = 0; ex < n; ex++) {
         size_t start = pos;
@@ -188,9 +198,9 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
         if (!problem.empty()) fatal("eval file '%s': example %zu %s", path, ex, problem.c_str());
         el->examples.push_back(std::move(e));
     }
-    if (pos != body_words) {
+    if (pos * sizeof(uint16_t) != body_bytes) {
         fatal("eval file '%s' has %zu bytes after its %zu examples: corrupted or wrong example count",
-              path, (body_words - pos) * sizeof(uint16_t), n);
+              path, body_bytes - pos * sizeof(uint16_t), n);
     }
 
     el->examples_per_batch = B / EVAL_NUM_COMPLETIONS;
@@ -201,6 +211,21 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
     el->targets = (int*)malloc_check(B * T * sizeof(int));
     el->mask = (uint8_t*)malloc_check(B * T);
     el->labels = (int*)malloc_check(el->examples_per_batch * sizeof(int));
+}
+
+// -h 1 with a model of vocab_size ids: every token id of the file, and the padding id, must be one.
+inline void eval_check_vocab(const EvalLoader* el, int vocab_size) {
+    int top = EVAL_PAD_TOKEN;
+    for (const EvalExample& e : el->examples) {
+        for (int part = -1; part < EVAL_NUM_COMPLETIONS; part++) {
+            for (uint16_t t : part < 0 ? e.context : e.completions[part]) top = std::max(top, (int)t);
+        }
+    }
+    if (top >= vocab_size) {
+        fatal("-h 1: eval file '%s' holds GPT-2 token ids up to %d (its rows are padded with %d), but the model's "
+              "vocabulary has %d ids: use a model with the GPT-2 vocabulary, or -h 0", el->path.c_str(), top,
+              EVAL_PAD_TOKEN, vocab_size);
+    }
 }
 
 inline size_t eval_loader_num_batches(const EvalLoader* el) { return el->num_batches; }

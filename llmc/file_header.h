@@ -5,6 +5,7 @@
  * eval file, tokenizer) opens its file through file_header_open / file_header_check, so a file that
  * is too short, of another kind or of an unknown version gets the same message whatever was passed:
  *
+ *   KIND 'PATH' is a directory, not a file
  *   KIND 'PATH' is too small to hold a header (N bytes, need 1024)
  *   KIND 'PATH' has bad magic M (WHAT M BELONGS TO), expected E
  *   KIND 'PATH' has version V, expected VERSIONS
@@ -21,6 +22,8 @@
  *   void  file_size_check(path, magic, size, want, says)   fatal unless size == want
  */
 #pragma once
+
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -82,6 +85,8 @@ inline const char* file_kind_of_magic(int32_t magic) {
 
 inline void file_header_check(FILE* fp, const char* path, int32_t magic, int32_t h[FILE_HEADER_INTS], long* size) {
     const FileFormat& f = file_format(magic);
+    struct stat st;
+    if (fstat(fileno(fp), &st) == 0 && S_ISDIR(st.st_mode)) fatal("%s '%s' is a directory, not a file", f.kind, path);
     *size = file_size_of(fp, path);
     if (*size < static_cast<long>(FILE_HEADER_BYTES)) {
         fatal("%s '%s' is too small to hold a header (%ld bytes, need %zu)", f.kind, path, *size, FILE_HEADER_BYTES);

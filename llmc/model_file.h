@@ -6,6 +6,8 @@
  * back in checkpoint order (gpt2_param_sizes), fp32 (version 3) or raw bf16 bits (version 5).
  * Reads convert to the dtype the caller wants; fp32 -> bf16 rounds to nearest even, so a v5 file
  * written from fp32 parameters holds exactly what model_file_read_params(.., BF16) gives for the v3 file.
+ * Start-up checks: model_file_read_header (magic, version, every header field with its range, Vp a
+ * multiple of 8, the size) and model_file_check_finite (one pass over the weights: no NaN or inf).
  *
  * Debug state (magic 20240327), written by train_gpt2.py --write_tensors; all little-endian:
  *   header int32[256]: [0] 20240327  [1] version (2 = llm.c, 3 = ours)  [2] B  [3] T
@@ -195,7 +197,7 @@ inline void gpt2_config_set_shape(GPT2Config* cfg, int layers, int channels, int
 
 inline std::string gpt2_config_problem(const GPT2Config& c);
 
-// Parses the decimal number at *p (1..999999, at most 6 digits) and advances p; -1 when there is none.
+// Parses the decimal number at *p (0..999999, at most 6 digits) and advances p; -1 when there is none.
 inline int descriptor_number_(const char** p) {
     size_t n = strspn(*p, "0123456789");
     if (n == 0 || n > 6) return -1;
@@ -236,9 +238,9 @@ inline bool gpt2_config_from_descriptor(const char* desc, GPT2Config* cfg) {
         const char* p = d + 7;
         int L = -1, C = -1, NH = -1;
         if (*p == 'L') { p++; L = descriptor_number_(&p); }
-        if (L > 0 && strncmp(p, ",C", 2) == 0) { p += 2; C = descriptor_number_(&p); }
-        if (C > 0 && strncmp(p, ",NH", 3) == 0) { p += 3; NH = descriptor_number_(&p); }
-        if (NH <= 0 || *p != '\0') {
+        if (L >= 0 && strncmp(p, ",C", 2) == 0) { p += 2; C = descriptor_number_(&p); }
+        if (C >= 0 && strncmp(p, ",NH", 3) == 0) { p += 3; NH = descriptor_number_(&p); }
+        if (NH < 0 || *p != '\0') {  // well-formed zeros are refused below, naming the field
             fatal("-e %s: malformed custom shape; write custom:L<layers>,C<channels>,NH<heads>, "
                   "e.g. custom:L2,C1600,NH25", desc);
         }
@@ -264,15 +266,38 @@ inline bool gpt2_config_from_descriptor(const char* desc, GPT2Config* cfg) {
           desc, gpt2_descriptor_list().c_str(), gpt3_descriptor_list().c_str());
 }
 
-// Empty string when the config is usable, else what is wrong with it. Bounds keep every size below
-// 2^62 elements, so products in size_t never overflow.
+// The kernels read rows of the (Vp, C) embedding / logits 16 bytes at a time (x128: 8 bf16 or 4 fp32
+// values): Vp must be a multiple of 8, in both builds, so that a model file loads in either.
+constexpr int GPT2_PADDED_VOCAB_MULTIPLE = 8;
+
+// Empty string when the config is usable, else what is wrong with it, naming the field and its value.
+// Bounds keep every size below 2^62 elements, so products in size_t never overflow.
 inline std::string gpt2_config_problem(const GPT2Config& c) {
-    if (c.max_seq_len < 1 || c.max_seq_len > (1 << 20)) return "max_seq_len out of range";
-    if (c.vocab_size < 1 || c.vocab_size > (1 << 24)) return "vocab_size out of range";
-    if (c.padded_vocab_size < c.vocab_size || c.padded_vocab_size > (1 << 24)) return "padded_vocab_size < vocab_size";
-    if (c.num_layers < 1 || c.num_layers > 1024) return "num_layers out of range";
-    if (c.channels < 1 || c.channels > (1 << 16)) return "channels out of range";
-    if (c.num_heads < 1 || c.channels % c.num_heads != 0) return "channels not divisible by num_heads";
+    char buf[160];
+    auto outside = [&](const char* field, int v, long lo, long hi) {
+        snprintf(buf, sizeof(buf), "%s=%d is outside [%ld, %ld]", field, v, lo, hi);
+        return std::string(buf);
+    };
+    if (c.max_seq_len < 1 || c.max_seq_len > (1 << 20)) return outside("max_seq_len maxT", c.max_seq_len, 1, 1 << 20);
+    if (c.vocab_size < 1 || c.vocab_size > (1 << 24)) return outside("vocab_size V", c.vocab_size, 1, 1 << 24);
+    if (c.padded_vocab_size < c.vocab_size) {
+        snprintf(buf, sizeof(buf), "padded_vocab_size Vp=%d is smaller than vocab_size V=%d", c.padded_vocab_size,
+                 c.vocab_size);
+        return buf;
+    }
+    if (c.padded_vocab_size > (1 << 24)) return outside("padded_vocab_size Vp", c.padded_vocab_size, c.vocab_size, 1 << 24);
+    if (c.padded_vocab_size % GPT2_PADDED_VOCAB_MULTIPLE != 0) {
+        snprintf(buf, sizeof(buf), "padded_vocab_size Vp=%d is not a multiple of %d (the kernels read its rows 16 "
+                 "bytes at a time)", c.padded_vocab_size, GPT2_PADDED_VOCAB_MULTIPLE);
+        return buf;
+    }
+    if (c.num_layers < 1 || c.num_layers > 1024) return outside("num_layers L", c.num_layers, 1, 1024);
+    if (c.channels < 1 || c.channels > (1 << 16)) return outside("channels C", c.channels, 1, 1 << 16);
+    if (c.num_heads < 1 || c.num_heads > c.channels) return outside("num_heads NH", c.num_heads, 1, c.channels);
+    if (c.channels % c.num_heads != 0) {
+        snprintf(buf, sizeof(buf), "channels C=%d is not divisible by num_heads NH=%d", c.channels, c.num_heads);
+        return buf;
+    }
     return "";
 }
 
@@ -483,7 +508,7 @@ inline ModelFileInfo model_file_read_header(const char* path) {
     info.cfg.padded_vocab_size = h[7];
     std::string problem = gpt2_config_problem(info.cfg);
     if (!problem.empty()) {
-        fatal("'%s': implausible model header (%s): maxT=%d V=%d Vp=%d L=%d NH=%d C=%d", path, problem.c_str(),
+        fatal("model file '%s' has a bad header: %s (maxT=%d V=%d Vp=%d L=%d NH=%d C=%d)", path, problem.c_str(),
               h[2], h[3], h[7], h[4], h[5], h[6]);
     }
     char says[96];
@@ -519,6 +544,78 @@ inline void model_file_read_params(const char* path, const ModelFileInfo& info, 
             fread_check(buf.data(), dtype_size(have), k, fp, path);
             convert_params(buf.data(), have, out + done * dtype_size(want), want, k);
         }
+    }
+    fclose_check(fp, path);
+}
+
+// Where flat parameter index i (checkpoint order) lies: "element 5 of layer 3's qkvw" / "element 7 of wte".
+inline std::string gpt2_param_position(const GPT2Config& cfg, size_t i) {
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(cfg, sizes);
+    int t = 0;
+    while (t + 1 < NUM_PARAMETER_TENSORS && i >= sizes[t]) i -= sizes[t++];
+    char buf[96];
+    if (param_tensor_is_per_layer(t)) {
+        const size_t per_layer = sizes[t] / cfg.num_layers;
+        snprintf(buf, sizeof(buf), "element %zu of layer %zu's %s", i % per_layer, i / per_layer, PARAMETER_TENSOR_NAMES[t]);
+    } else {
+        snprintf(buf, sizeof(buf), "element %zu of %s", i, PARAMETER_TENSOR_NAMES[t]);
+    }
+    return buf;
+}
+
+// Index of the first NaN or inf among n values of type `type`, n if none. NaN and inf are the values
+// whose magnitude bits a reach infinity's (exponent all ones): then a + (the lowest exponent bit)
+// carries into the sign bit. OR-ing that over the buffer is branch-free integer work that vectorises
+// to memory speed; the position is looked up only when there is one.
+inline bool bf16_non_finite_(uint16_t u) { return (((u & 0x7FFFu) + 0x0080u) & 0x8000u) != 0; }
+inline bool fp32_non_finite_(uint32_t u) { return (((u & 0x7FFFFFFFu) + 0x00800000u) & 0x80000000u) != 0; }
+
+inline size_t first_non_finite(const void* data, DType type, size_t n) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);  // bits read with memcpy: no aliasing
+    if (type == DType::BF16) {
+        auto at = [p](size_t i) { uint16_t u; memcpy(&u, p + 2 * i, 2); return u; };
+        uint32_t acc = 0;
+        for (size_t i = 0; i < n; i++) acc |= (at(i) & 0x7FFFu) + 0x0080u;
+        if ((acc & 0x8000u) == 0) return n;
+        size_t i = 0;
+        while (!bf16_non_finite_(at(i))) i++;
+        return i;
+    }
+    auto at = [p](size_t i) { uint32_t u; memcpy(&u, p + 4 * i, 4); return u; };
+    uint32_t acc = 0;
+    for (size_t i = 0; i < n; i++) acc |= (at(i) & 0x7FFFFFFFu) + 0x00800000u;
+    if ((acc & 0x80000000u) == 0) return n;
+    size_t i = 0;
+    while (!fp32_non_finite_(at(i))) i++;
+    return i;
+}
+
+// Start-up check of a model file whose header model_file_read_header accepted: every parameter finite.
+// A run never saves NaN or inf weights (it stops on a non-finite loss or norm first), so one is damage;
+// on the GPU it would only show as a NaN loss at the first step. Reads the body once in chunks of
+// MODEL_FILE_CHUNK_ELEMS; fatal() naming the file, the tensor, the layer and the element.
+inline void model_file_check_finite(const char* path, const ModelFileInfo& info) {
+    const DType have = model_file_dtype(info.version);
+    const size_t n = gpt2_num_parameters(info.cfg);
+    FILE* fp = fopen_check(path, "rb");
+    fseek_check(fp, static_cast<long>(FILE_HEADER_BYTES), SEEK_SET, path);
+    std::vector<char> buf(MODEL_FILE_CHUNK_ELEMS * dtype_size(have));
+    for (size_t done = 0; done < n; done += MODEL_FILE_CHUNK_ELEMS) {
+        const size_t k = std::min(MODEL_FILE_CHUNK_ELEMS, n - done);
+        fread_check(buf.data(), dtype_size(have), k, fp, path);
+        const size_t bad = first_non_finite(buf.data(), have, k);
+        if (bad == k) continue;
+        float value;
+        if (have == DType::BF16) {
+            uint16_t b;
+            memcpy(&b, buf.data() + 2 * bad, 2);
+            value = bf16_to_float(b);
+        } else {
+            memcpy(&value, buf.data() + 4 * bad, 4);
+        }
+        fatal("model file '%s' holds %g at %s (parameter %zu of %zu): the file is damaged (a run never saves "
+              "NaN or inf weights)", path, value, gpt2_param_position(info.cfg, done + bad).c_str(), done + bad, n);
     }
     fclose_check(fp, path);
 }

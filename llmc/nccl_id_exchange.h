@@ -70,13 +70,26 @@
  *   peer_watch_tell_peers(message)               notifies the peers without stopping this process (the
  *                                                 watchdog's abort, which stops the process itself)
  *   peer_watch_stop()                            before a normal end: joins the thread, clears the hook
+ *
+ * Start-up flags (id_exchange_args_problem, called by the trainer while it parses them, before any
+ * CUDA call or process start-up): -pi tcp needs -ps, an IPv4 / IPv6 address or a host name that
+ * resolves; -pi fs needs -pf, an existing directory this process can write in. "" when they are fine,
+ * else the message, naming the flag.
  */
 #pragma once
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -119,3 +132,50 @@ std::string id_exchange_fs_tag(const char* run_tag);
 
 // 64-bit job nonce of a run tag (FNV-1a), carried by the TCP hello and reply.
 uint64_t id_exchange_job_nonce(const std::string& tag);
+
+// A host name: dot-separated labels of 1-63 letters, digits, '-' and '_' (RFC 1123, plus the '_' of some
+// container and cluster names), not starting or ending with '-', 253 characters at most (a trailing
+// dot allowed); digits and dots alone must be an IPv4 address instead.
+inline bool id_exchange_is_host_name(const char* s) {
+    const size_t n = strlen(s);
+    if (n == 0 || n > 253 || strspn(s, "0123456789.") == n) return false;
+    size_t label = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char ch = s[i];
+        if (ch == '.') {
+            if (label == 0 || s[i - 1] == '-') return false;
+            label = 0;
+            continue;
+        }
+        const bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        if (!alnum && ch != '_' && !(ch == '-' && label > 0)) return false;
+        if (++label > 63) return false;
+    }
+    return s[n - 1] != '-';
+}
+
+inline std::string id_exchange_args_problem(const char* init_method, const char* server_ip, const char* fs_path) {
+    const std::string ip = server_ip != nullptr ? server_ip : "", dir = fs_path != nullptr ? fs_path : "";
+    if (strcmp(init_method, "tcp") == 0) {
+        if (ip.empty()) return "-pi tcp needs -ps <rank 0's IP address or host name>, the address the ranks meet at";
+        unsigned char addr[sizeof(in6_addr)];
+        if (inet_pton(AF_INET, ip.c_str(), addr) == 1 || inet_pton(AF_INET6, ip.c_str(), addr) == 1) return "";
+        if (!id_exchange_is_host_name(ip.c_str())) {
+            return "-ps '" + ip + "' is neither an IPv4 address (like 10.0.0.1), an IPv6 address, nor a host name";
+        }
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* res = nullptr;
+        const int rc = getaddrinfo(ip.c_str(), nullptr, &hints, &res);
+        if (res != nullptr) freeaddrinfo(res);
+        if (rc != 0) return "-ps '" + ip + "': cannot resolve the host name: " + gai_strerror(rc);
+    } else if (strcmp(init_method, "fs") == 0) {
+        if (dir.empty()) return "-pi fs needs -pf <a directory every process sees> to exchange the NCCL id in";
+        struct stat st;
+        if (stat(dir.c_str(), &st) != 0) return "-pf '" + dir + "': " + strerror(errno) + " (it must be an existing directory)";
+        if (!S_ISDIR(st.st_mode)) return "-pf '" + dir + "' is not a directory";
+        if (access(dir.c_str(), W_OK | X_OK) != 0) return "-pf '" + dir + "': cannot write files there: " + strerror(errno);
+    }
+    return "";
+}

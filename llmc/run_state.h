@@ -22,6 +22,8 @@
  *          divide every tensor (ours; no llm.c counterpart). checkpoint_read refuses a file whose layout
  *          is not the run's: at d48 and P = 3 both have N / 3 elements, so only this slot tells them apart
  *   34-35 data loader epochs completed (ours; for information)
+ *   36 number of shards, 37 windows of the current shard, of the run that wrote the file (ours; the
+ *      shuffle section holds both too, but without shuffling they are the only record of them)
  *   42-43 bytes of the optimizer body (m, v, master) (ours; gives a clear message on a size mismatch)
  * Body: the caller's host buffers back to back (AdamW m, v, then master weights if slot 4 is 1; each
  * this process's shard under ZeRO-1); then, if slot 5, the data loader exactly as llm.c's write_state
@@ -32,8 +34,11 @@
  * llm.c's load_state reads only its slots and the bytes up to the end of its shuffle section and
  * ignores the rest, so it reads our files; we read its files (slot 6 = 0 and none of our other
  * slots), with a warning that nothing in them could be verified. Slot 6 = 0 beside any of our other
- * slots (7, 8, 9, 34-35, 40-43) is refused: someone switched the checksum off. Restoring the loader
- * refuses a file whose shuffle setting, shard count or window count differs from this run's.
+ * slots (7, 8, 9, 34-37, 40-43) is refused: someone switched the checksum off. Restoring the loader
+ * refuses a file whose shuffle setting, shard count or window count differs from this run's. An
+ * unshuffled file without slots 36-37 (llm.c's, or ours from before them) records only the position
+ * (shard, window): one outside this run's data is refused, but a different shard set or -b/-t/process
+ * count that still contains it cannot be told apart; a warning says so.
  *
  * API
  *   struct HostBuffer { void* ptr; size_t bytes; }
@@ -72,6 +77,8 @@ constexpr int RUN_STATE_LLMC_SHUFFLE_SLOT = 8;         // 1: the shuffle section
 constexpr int RUN_STATE_LLMC_ZERO_SLOT = 9;            // ZeRO-1 layout: 1 llm.c's per tensor and layer, 2 padded
 constexpr int RUN_STATE_OUTLIER_SLOT = 7;              // 2: outlier detectors with their running sums; 1: without
 constexpr int32_t RUN_STATE_OUTLIER_WITH_SUMS = 2;
+constexpr int RUN_STATE_NUM_SHARDS_SLOT = 36;          // the writing run's shard count (0: not recorded)
+constexpr int RUN_STATE_NUM_WINDOWS_SLOT = 37;         // ... and its current shard's window count
 
 struct HostBuffer {
     void* ptr;
@@ -93,6 +100,8 @@ struct RunState {
     uint64_t body_bytes = 0;           // set by peek/read: bytes of m, v, master in the file (0: unknown)
     int zero_layout = 1;               // slot 9 (written as given; peek/read: 1 for llm.c's files, 0 for ours
                                        // from before slot 9)
+    uint64_t saved_num_shards = 0;     // set by peek/read: slots 36-37 (0: not recorded)
+    uint64_t saved_num_windows = 0;
 };
 
 // ----------------------------------------------------------------------------
@@ -223,6 +232,8 @@ inline void run_state_write(const std::string& path, const RunState& rs, const s
     run_state_put_u64_(header, 30, rs.loader.shard_idx);
     run_state_put_u64_(header, 32, rs.loader.sample_idx);
     run_state_put_u64_(header, 34, rs.loader.epoch);
+    header[RUN_STATE_NUM_SHARDS_SLOT] = (int32_t)rs.loader.shard_order.size();   // the loader keeps both orders
+    header[RUN_STATE_NUM_WINDOWS_SLOT] = (int32_t)rs.loader.sample_order.size();  // (identities without shuffling)
     run_state_put_u64_(header, 42, body_bytes);
     Checksum64 ck;
     checksum_init(&ck);
@@ -271,7 +282,8 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
               "that wrote it, or start fresh (without -y 1, or with another -o)", p);
     }
     if (header[6] == 0) {
-        for (int slot : {7, RUN_STATE_LLMC_SHUFFLE_SLOT, RUN_STATE_LLMC_ZERO_SLOT, 34, 35, 40, 41, 42, 43}) {
+        for (int slot : {7, RUN_STATE_LLMC_SHUFFLE_SLOT, RUN_STATE_LLMC_ZERO_SLOT, 34, 35, RUN_STATE_NUM_SHARDS_SLOT,
+                         RUN_STATE_NUM_WINDOWS_SLOT, 40, 41, 42, 43}) {
             if (header[slot] != 0) {
                 fatal("run state file '%s' is corrupted: it has gpt2cu's header slot %d set (%d) but no checksum "
                       "(slot 6 = 0); gpt2cu always writes one", p, slot, header[slot]);
@@ -292,6 +304,12 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
     rs.loader.epoch = run_state_get_u64_(header, 34);
     rs.body_bytes = run_state_get_u64_(header, 42);
     rs.zero_layout = header[6] == 0 ? 1 : header[RUN_STATE_LLMC_ZERO_SLOT];
+    if (header[RUN_STATE_NUM_SHARDS_SLOT] < 0 || header[RUN_STATE_NUM_WINDOWS_SLOT] < 0) {
+        fatal("run state file '%s' is corrupted (header slots 36-37: %d shards, %d windows)", p,
+              header[RUN_STATE_NUM_SHARDS_SLOT], header[RUN_STATE_NUM_WINDOWS_SLOT]);
+    }
+    rs.saved_num_shards = (uint64_t)header[RUN_STATE_NUM_SHARDS_SLOT];
+    rs.saved_num_windows = (uint64_t)header[RUN_STATE_NUM_WINDOWS_SLOT];
     if (rs.num_processes < 1 || rs.process_rank < 0 || rs.process_rank >= rs.num_processes || rs.step < 0) {
         fatal("run state file '%s' is corrupted (rank %d of %d processes, step %d)", p, rs.process_rank,
               rs.num_processes, rs.step);
@@ -416,5 +434,27 @@ inline void run_state_restore_loader(const RunState& rs, DataLoader* dl, const s
               "shuffled by default, as in llm.c; -sh 0 or -a 1 turn it off)", path.c_str(),
               rs.shuffle ? "with" : "without", dl->shuffle ? "on" : "off");
     }
+    // a shuffled file's orders carry both counts (dataloader_set_state compares them); an unshuffled
+    // one has them in slots 36-37 only
+    const size_t nshards = dl->shard_paths.size();
+    if (!rs.shuffle && rs.saved_num_shards != 0 && rs.saved_num_shards != nshards) {
+        fatal("run state file '%s' was written by a run over %llu shards, but %zu shards match now (different -i "
+              "than the saved run?)", path.c_str(), (unsigned long long)rs.saved_num_shards, nshards);
+    }
+    if (!rs.shuffle && rs.saved_num_windows != 0 && rs.loader.shard_idx < nshards &&
+        rs.saved_num_windows != dl->shard_num_windows[rs.loader.shard_idx]) {
+        fatal("run state file '%s' was written by a run whose shard %llu ('%s') has %llu windows, but it has %zu "
+              "windows of num_processes*B*T = %d*%zu*%zu tokens now (different -b/-t/process count or shards than "
+              "the saved run?)", path.c_str(), (unsigned long long)rs.loader.shard_idx,
+              dl->shard_paths[rs.loader.shard_idx].c_str(), (unsigned long long)rs.saved_num_windows,
+              dl->shard_num_windows[rs.loader.shard_idx], dl->num_processes, dl->B, dl->T);
+    }
     dataloader_set_state(dl, rs.loader, path.c_str());
+    if (!rs.shuffle && rs.saved_num_shards == 0) {
+        fprintf(stderr, "warning: run state file '%s' (unshuffled, by llm.c or an earlier gpt2cu) records only its data "
+                "position, shard %llu window %llu, not the shard count or windows of the run that wrote it: a "
+                "different -i, -b, -t or process count goes unnoticed unless the position lies outside this run's "
+                "data\n", path.c_str(), (unsigned long long)rs.loader.shard_idx,
+                (unsigned long long)rs.loader.sample_idx);
+    }
 }

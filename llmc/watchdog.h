@@ -15,12 +15,16 @@
  * When a wait lasts timeout_s, the thread prints one line to stderr naming the step, the wait and the
  * timeout, runs on_fire for at most WATCHDOG_ABORT_GRACE_S (an abort can itself block on a dead
  * peer), then _exit(1): exit handlers and destructors are skipped, they could wait on the GPU too.
- * Sections do not nest. A timeout <= 0 disables the watchdog (enter / leave are then no-ops).
+ * Sections do not nest. A timeout <= 0 (or NaN) disables the watchdog (enter / leave are then no-ops).
+ * The deadline is a steady_clock time point, a 64-bit count of nanoseconds: about 9.2e9 s in all, so a
+ * timeout past it would wrap around and fire at once. The trainer refuses -wt above
+ * WATCHDOG_MAX_TIMEOUT_S (about 31 years); a longer one passed here waits as if it were that.
  */
 #pragma once
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -30,6 +34,7 @@
 #include <thread>
 
 constexpr double WATCHDOG_ABORT_GRACE_S = 10.0;
+constexpr double WATCHDOG_MAX_TIMEOUT_S = 1e9;
 
 struct Watchdog {
     double timeout_s = 0.0;
@@ -67,8 +72,9 @@ inline void watchdog_loop_(Watchdog* wd) {
             continue;
         }
         const long gen = wd->generation;
+        const double timeout_s = std::min(wd->timeout_s, WATCHDOG_MAX_TIMEOUT_S);
         const auto deadline = wd->since + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                              std::chrono::duration<double>(wd->timeout_s));
+                                              std::chrono::duration<double>(timeout_s));
         wd->cv.wait_until(lock, deadline, [&] { return !wd->running || !wd->in_wait || wd->generation != gen; });
         if (wd->running && wd->in_wait && wd->generation == gen && std::chrono::steady_clock::now() >= deadline) {
             const int step = wd->step;
@@ -82,7 +88,10 @@ inline void watchdog_loop_(Watchdog* wd) {
 inline void watchdog_start(Watchdog* wd, double timeout_s, std::function<void()> on_fire) {
     wd->timeout_s = timeout_s;
     wd->on_fire = std::move(on_fire);
-    if (timeout_s <= 0) return;
+    if (!(timeout_s > 0)) {
+        wd->timeout_s = 0.0;  // NaN too: enter / leave test timeout_s <= 0
+        return;
+    }
     wd->running = true;
     wd->thread = std::thread(watchdog_loop_, wd);
 }

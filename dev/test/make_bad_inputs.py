@@ -23,6 +23,36 @@ def d1_num_parameters(maxT=1024, Vp=50304, L=1, C=64):
     return Vp * C + maxT * C + L * (2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C) + 2 * C
 
 
+def d1_model(path, V=50257, Vp=50304, nh=1, body=None):
+    """A d1 model file (bf16, v5: L1 C64, maxT 1024), zero weights unless body is given."""
+    with open(path, "wb") as f:
+        f.write(header(20240326, 5, 1024, V, 1, nh, 64, Vp))
+        f.write(bytes(2 * d1_num_parameters(Vp=Vp)) if body is None else body)
+
+
+def patch(path, offset, fmt, value):
+    """Overwrites one little-endian value (struct format fmt) at byte offset of path."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(struct.pack("<" + fmt, value))
+
+
+def eval_example(i, label=1):
+    """One multiple-choice example (index i): a context of 2 tokens, 4 completions of 1 token."""
+    e = [65535, 0, i, label, 4, 2, 10, 11, 1, 12, 1, 13, 1, 14, 1, 15]
+    e[1] = 2 * len(e)
+    return e
+
+
+def eval_file(path, n_header, n_examples=2, longest=32, cut=0):
+    """An eval file of n_examples examples whose header says n_header, its last `cut` bytes missing."""
+    body = [w for i in range(n_examples) for w in eval_example(i)]
+    data = header(20240522, 1, n_header, longest) + struct.pack("<%dH" % len(body), *body)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data[:len(data) - cut])
+
+
 def main(d):
     os.makedirs(d, exist_ok=True)
     good = [(i * 7919) % 50257 for i in range(4096)]
@@ -76,6 +106,27 @@ def main(d):
         for ex in examples:
             f.write(struct.pack("<%dH" % len(ex), *ex))
     os.makedirs(f"{d}/noevalcwd", exist_ok=True)
+    # model files that pass the header and size checks but not the model's: a NaN weight (layer 0's
+    # qkvw, element 7), a padded vocabulary that is no multiple of 8, 2^24 + 1 or no heads; a directory
+    d1_model(f"{d}/model_nan.bin")
+    patch(f"{d}/model_nan.bin", 1024 + 2 * (50304 * 64 + 1024 * 64 + 2 * 64 + 7), "H", 0x7FC0)
+    d1_model(f"{d}/model_vp_odd.bin", Vp=50260)
+    d1_model(f"{d}/model_vp_huge.bin", Vp=(1 << 24) + 1, body=b"")
+    d1_model(f"{d}/model_nh0.bin", nh=0, body=b"")
+    os.makedirs(f"{d}/model_dir.bin", exist_ok=True)
+    os.makedirs(f"{d}/shard_dir/train_000000.bin", exist_ok=True)
+    # a model of 1000 token ids (Vp 1024) and a shard it can read: GPT-2's end-of-text (50256), where
+    # samples start, and the eval file's ids are outside its vocabulary
+    d1_model(f"{d}/model_v1000.bin", V=1000, Vp=1024)
+    shard(f"{d}/small_vocab_000000.bin", [(i * 7) % 1000 for i in range(4096)])
+    # eval files (the trainer reads dev/data/hellaswag/hellaswag_val.bin of its working directory): one
+    # fine, one cut by an odd number of bytes, one whose header counts an example it lacks, one whose
+    # header says its longest example is -1 bytes
+    ev = "dev/data/hellaswag/hellaswag_val.bin"
+    eval_file(f"{d}/cwd_eval_ok/{ev}", 2)
+    eval_file(f"{d}/cwd_eval_cut/{ev}", 2, cut=3)
+    eval_file(f"{d}/cwd_eval_count/{ev}", 3)
+    eval_file(f"{d}/cwd_eval_longest/{ev}", 2, longest=-1)
 
 
 if __name__ == "__main__":

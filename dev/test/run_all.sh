@@ -88,7 +88,8 @@ expect_fail trainer-no-data "matches no files" ./train_gpt2cu -e d12 -i /nonexis
 # -e defaults to llm.c's gpt2_124M_bf16.bin; without it, a message pointing to -e d12 and to dev/hf.py import
 expect_fail trainer-default-init-missing "python3 dev/hf.py import gpt2 gpt2_124M.bin" \
     bash -c 'd=$(mktemp -d) && cd "$d" && "$0"; rc=$?; rm -rf "$d"; exit $rc' "$REPO/train_gpt2cu"
-expect_fail trainer-steps-below-minus-one "flag -x must be >= -1" ./train_gpt2cu -e d12 -x -2
+expect_fail trainer-steps-below-minus-one "flag -x must be in \\[-1, 2147483647\\] (-1: one epoch, 0: no update), got -2" \
+    ./train_gpt2cu -e d12 -x -2
 expect_fail trainer-gpt3-c5140-refused "head size 128, which does not divide it" ./train_gpt2cu -e gpt3:c5140
 expect_fail trainer-bad-descriptor "unknown model descriptor; valid: d6, d12, d24, d36, d48" ./train_gpt2cu -e d13
 expect_fail trainer-head-size "head size C/NH = 96/3 is not 64" ./train_gpt2cu -e custom:L2,C96,NH3
@@ -177,6 +178,96 @@ make train_gpt2cu PRECISION=FP32 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/nul
 make train_gpt2cu PRECISION=BF16 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/null 2>&1
 expect_fail trainer-master-block-fp32-w0 "state_00000010_00000.bin' is truncated: 1024 bytes" \
     "$bad/train_gpt2cu_fp32" "${tr_ok[@]:1}" -y 1 -o "$mb" -w 0
+# flag values: exactly an integer / a decimal number, inside what the code represents, each refusal
+# naming the real problem
+expect_fail trainer-int-blank "flag -b expects an integer, got ' 7'" "${tr_ok[@]}" -b " 7"
+expect_fail trainer-int-empty "flag -u expects an integer, got ''" "${tr_ok[@]}" -u ""
+expect_fail trainer-int-too-large "flag -d must be a positive number of tokens up to 2147483647 (or -1 for B\*T\*processes), got 2147483648" \
+    "${tr_ok[@]}" -d 2147483648
+expect_fail trainer-int-range-steps "flag -x must be in \[-1, 2147483647\] (-1: one epoch, 0: no update), got 99999999999" \
+    "${tr_ok[@]}" -x 99999999999
+expect_fail trainer-seed-negative "flag -seed must be in \[0, 9223372036854775807\], got -1" "${tr_ok[@]}" -seed -1
+expect_fail trainer-float-trailing-blank "flag -l expects a decimal number (like 3e-4 or 0.1), got '3e-4 '" "${tr_ok[@]}" -l "3e-4 "
+expect_fail trainer-float-hex "flag -q expects a decimal number (like 3e-4 or 0.1), got '0x1p-1'" "${tr_ok[@]}" -q 0x1p-1
+expect_fail trainer-float-nan "flag -l expects a finite number, got 'nan'" "${tr_ok[@]}" -l nan
+expect_fail trainer-float-tiny "flag -l: 1e-50 is below the smallest normal float (1.17549e-38)" "${tr_ok[@]}" -l 1e-50
+expect_fail trainer-float-huge "flag -sg: 1e39 is beyond the largest float (3.40282e+38)" "${tr_ok[@]}" -sg 1e39
+expect_fail trainer-weight-decay-negative "flag -c must be >= 0 (weight decay), got -1" "${tr_ok[@]}" -c -1
+expect_fail trainer-skip-z-negative "flag -sl must be >= 0 (a z-score; 0 = off), got -2" "${tr_ok[@]}" -sl -2
+# -wt from about 9.22e9 s up overflowed the watchdog's nanosecond deadline: it fired on the first wait
+expect_fail trainer-watchdog-too-long "flag -wt must be in \[0, 1000000000\] seconds (0 = no limit), got 1e10" \
+    "${tr_ok[@]}" -wt 1e10
+expect_fail trainer-watchdog-longest-reaches-gpu "no CUDA GPU found" "${tr_ok[@]}" -wt 1e9
+# what -pi tcp / fs need, before the GPU and the id exchange
+expect_fail trainer-tcp-without-ps "-pi tcp needs -ps <rank 0's IP address or host name>" "${tr_ok[@]}" -pi tcp
+expect_fail trainer-ps-not-an-address "-ps '999.1.1.1' is neither an IPv4 address (like 10.0.0.1), an IPv6 address, nor a host name" \
+    "${tr_ok[@]}" -pi tcp -ps 999.1.1.1
+expect_fail trainer-fs-without-pf "-pi fs needs -pf <a directory every process sees>" "${tr_ok[@]}" -pi fs
+expect_fail trainer-pf-missing "-pf '$bad/no_such_dir': No such file or directory (it must be an existing directory)" \
+    "${tr_ok[@]}" -pi fs -pf "$bad/no_such_dir"
+expect_fail trainer-ps-ipv6-reaches-gpu "no CUDA GPU found" "${tr_ok[@]}" -pi tcp -ps ::1
+# model files and shapes: every header field and every weight checked before the GPU
+expect_fail trainer-model-nan "model file '.*model_nan.bin' holds nan at element 7 of layer 0's qkvw (parameter 3285127 of 3335104)" \
+    "${tr_ok[@]}" -e "$bad/model_nan.bin"
+expect_fail trainer-model-vp-not-multiple-of-8 "model_vp_odd.bin' has a bad header: padded_vocab_size Vp=50260 is not a multiple of 8" \
+    "${tr_ok[@]}" -e "$bad/model_vp_odd.bin"
+expect_fail trainer-model-vp-huge "model_vp_huge.bin' has a bad header: padded_vocab_size Vp=16777217 is outside \[50257, 16777216\]" \
+    "${tr_ok[@]}" -e "$bad/model_vp_huge.bin"
+expect_fail trainer-model-no-heads "model_nh0.bin' has a bad header: num_heads NH=0 is outside \[1, 64\]" \
+    "${tr_ok[@]}" -e "$bad/model_nh0.bin"
+expect_fail trainer-model-is-a-directory "model file '.*model_dir.bin' is a directory, not a file" "${tr_ok[@]}" -e "$bad/model_dir.bin"
+expect_fail trainer-shard-is-a-directory "token shard '.*train_000000.bin' is a directory, not a file" \
+    "${tr_ok[@]}" -i "$bad/shard_dir/train_*.bin"
+expect_fail trainer-custom-zero-layers "-e custom:L0,C64,NH1: num_layers L=0 is outside \[1, 1024\]" "${tr_ok[@]}" -e custom:L0,C64,NH1
+# a model of 1000 token ids: samples start at GPT-2's end-of-text 50256, the eval file holds GPT-2 ids
+sv=(-e "$bad/model_v1000.bin" -i "$bad/small_vocab_*.bin" -j "" -b 4 -t 64)
+expect_fail trainer-sample-start-outside-vocab "samples start after GPT-2's end-of-text token 50256, outside the model's vocabulary of 1000 ids" \
+    ./train_gpt2cu "${sv[@]}"
+expect_fail trainer-small-vocab-reaches-gpu "no CUDA GPU found" ./train_gpt2cu "${sv[@]}" -s 0
+expect_fail trainer-eval-ids-outside-vocab "-h 1: eval file 'dev/data/hellaswag/hellaswag_val.bin' holds GPT-2 token ids up to 50256" \
+    bash -c 'cd "$1/cwd_eval_ok" && "$2" -e "$1/model_v1000.bin" -i "$1/small_vocab_*.bin" -j "" -b 4 -t 64 -s 0 -h 1' _ "$bad" "$REPO/train_gpt2cu"
+# eval files: cut by an odd number of bytes, one example short of its header, a negative longest example
+ev_run() { bash -c 'cd "$1" && "$2" -e custom:L1,C64,NH1 -b 4 -t 64 -i "$3/good_train_*.bin" -j "$3/good_val_*.bin" -h 1' _ "$1" "$REPO/train_gpt2cu" "$bad"; }
+expect_fail trainer-eval-ok-reaches-gpu "no CUDA GPU found" ev_run "$bad/cwd_eval_ok"
+expect_fail trainer-eval-odd-cut "eval file 'dev/data/hellaswag/hellaswag_val.bin' is truncated inside example 1 (the file ends 61 bytes after its header)" \
+    ev_run "$bad/cwd_eval_cut"
+expect_fail trainer-eval-count "eval file 'dev/data/hellaswag/hellaswag_val.bin' ends after 2 examples, but its header says 3: truncated" \
+    ev_run "$bad/cwd_eval_count"
+expect_fail trainer-eval-longest-negative "eval file 'dev/data/hellaswag/hellaswag_val.bin' says its longest example is -1 bytes" \
+    ev_run "$bad/cwd_eval_longest"
+# checkpoints to resume from: values of the state file (llm.c's has no checksum), the DONE marker and
+# the files it vouches for, all named before the GPU
+n1=$(cd dev/test && python3 -c "import make_bad_inputs as m; print(m.d1_num_parameters())")
+state_patch() {  # DIR BYTE-OFFSET-IN-BODY FORMAT VALUE: one value of DIR's state file of step 10
+    python3 -c 'import sys; sys.path.insert(0, "dev/test"); import make_bad_inputs as m
+m.patch(sys.argv[1], 1024 + int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))' "$1/state_00000010_00000.bin" "$2" "$3" "$4"
+}
+llmc_ckpt "$bad/state_m_nan" --windows 15 --batches 20 && state_patch "$bad/state_m_nan" 20 f nan
+expect_fail trainer-state-m-nan "state_00000010_00000.bin' holds nan in its AdamW m at element 5 of 3335104" \
+    "${tr_ok[@]}" -y 1 -o "$bad/state_m_nan"
+llmc_ckpt "$bad/state_v_negative" --windows 15 --batches 20 && state_patch "$bad/state_v_negative" $((4 * n1 + 8)) f -1
+expect_fail trainer-state-v-negative "state_00000010_00000.bin' holds -1 in its AdamW v at element 2 of 3335104" \
+    "${tr_ok[@]}" -y 1 -o "$bad/state_v_negative"
+llmc_ckpt "$bad/state_master_inf" --windows 15 --batches 20 && state_patch "$bad/state_master_inf" $((8 * n1)) f inf
+expect_fail trainer-state-master-inf "state_00000010_00000.bin' holds inf in its fp32 master weights at element 0" \
+    "${tr_ok[@]}" -y 1 -o "$bad/state_master_inf"
+llmc_ckpt "$bad/done_dir" --windows 15 --batches 20 && rm "$bad/done_dir/DONE_00000010" && mkdir "$bad/done_dir/DONE_00000010"
+expect_fail trainer-done-is-a-directory "DONE_00000010' is a directory, not the empty file that marks the checkpoint of step 10 complete" \
+    "${tr_ok[@]}" -y 1 -o "$bad/done_dir"
+llmc_ckpt "$bad/done_link" --windows 15 --batches 20 && rm "$bad/done_link/DONE_00000010" && ln -s "$bad/gone" "$bad/done_link/DONE_00000010"
+expect_fail trainer-done-dangling-link "DONE_00000010' is a link to '.*gone', which does not exist" "${tr_ok[@]}" -y 1 -o "$bad/done_link"
+llmc_ckpt "$bad/done_no_model" --windows 15 --batches 20 && rm "$bad/done_no_model/model_00000010.bin"
+expect_fail trainer-done-without-model "the checkpoint of step 10 is incomplete: '.*DONE_00000010' marks it complete, but '.*model_00000010.bin' is missing" \
+    ./train_gpt2cu -b 4 -t 64 -i "$bad/good_train_*.bin" -j "$bad/good_val_*.bin" -y 1 -o "$bad/done_no_model"
+llmc_ckpt "$bad/done_no_state" --windows 15 --batches 20 && rm "$bad/done_no_state/state_00000010_00000.bin"
+expect_fail trainer-done-without-state "the checkpoint of step 10 is incomplete: .* but '.*state_00000010_00000.bin' is missing" \
+    "${tr_ok[@]}" -y 1 -o "$bad/done_no_state"
+# an unshuffled state file as llm.c writes it records only its position: one beyond this run's data is
+# refused (here -b 8 halves the windows), one inside it resumes with a warning saying what is unchecked
+expect_fail trainer-resume-llmc-unshuffled-beyond "saved data position is window 5 of shard '.*good_train_000000.bin', which has only 3 windows" \
+    "${tr_ok[@]}" -y 1 -o "$bad/llmc_unshuffled" -sh 0 -b 16
+run trainer-resume-llmc-unshuffled-warns grep -q "records only its data position, shard 0 window 5, not the shard count or windows" \
+    "$LOG_DIR/trainer-resume-llmc-unshuffled.log"
 # the README's main job: prepares Tiny Shakespeare, then stops with a clear message (no GPU here)
 expect_fail quickstart-without-gpu "no NVIDIA GPU found" bash scripts/quickstart.sh
 run quickstart-prepared-data test -s dev/data/tinyshakespeare/tiny_shakespeare_train.bin -a -s gpt2_tokenizer.bin

@@ -7,6 +7,9 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <string>
@@ -309,10 +312,109 @@ TEST(CheckpointRead, LlmcFp32StateFile) {
     EXPECT_EQ(r.master, f.params);
 }
 
+// m and the master weights are finite, v finite and >= 0: anything else in a state file is refused at
+// start-up, naming the block and the element, whether the file has a checksum (ours: written that way)
+// or not (llm.c's).
+TEST(CheckpointRead, NonFiniteOrNegativeStateValuesRefused) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    struct Case { int block; size_t index; float value; const char* expect; };
+    const Case cases[] = {
+        {0, 3, NAN, "holds nan in its AdamW m at element 3 of "},
+        {0, n - 1, -INFINITY, "holds -inf in its AdamW m at element "},
+        {1, 0, -1.0f, "holds -1 in its AdamW v at element 0 of "},
+        {1, 17, INFINITY, "holds inf in its AdamW v at element 17 of "},
+        {1, 5, NAN, "holds nan in its AdamW v at element 5 of "},
+        {2, 9, NAN, "holds nan in its fp32 master weights at element 9 of "},
+    };
+    for (const Case& k : cases) {
+        std::vector<float> m(n, 0.25f), v(n, 0.5f), master = f.params;
+        (k.block == 0 ? m : k.block == 1 ? v : master)[k.index] = k.value;
+        std::vector<int32_t> header(FILE_HEADER_INTS, 0);  // llm.c's: no checksum
+        header[0] = RUN_STATE_MAGIC;
+        header[1] = 1;
+        header[2] = 1;
+        header[4] = 1;
+        header[10] = Fixture::kStep;
+        std::string bytes((const char*)header.data(), FILE_HEADER_BYTES);
+        for (const std::vector<float>* b : {&m, &v, &master}) bytes.append((const char*)b->data(), n * sizeof(float));
+        f.dir.write("state_00000007_00000.bin", bytes);
+        CheckpointRead r;
+        EXPECT_EXIT(checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 1, 0, n, true, true),
+                    ::testing::ExitedWithCode(1), std::string("state_00000007_00000.bin' ") + k.expect)
+            << k.expect;
+    }
+    // ours, checksum and all: written with a NaN, still refused
+    f.write_state(state_body_to_write(true, true, true, n));
+    f.m[11] = NAN;
+    run_state_write(ckpt_state_path(f.dir.path, Fixture::kStep, 0), [&] {
+        RunState rs;
+        rs.use_master_weights = true;
+        rs.step = Fixture::kStep;
+        return rs;
+    }(), state_body_buffers(state_body_to_write(true, true, true, n), f.m.data(), f.v.data(), f.master.data()));
+    CheckpointRead r;
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, Fixture::kStep, f.cfg, "-e test", 1, 0, n, true, true),
+                ::testing::ExitedWithCode(1), "holds nan in its AdamW m at element 11 of ");
+    // zeros (a fresh optimizer) and -0 are fine
+    f.write_state(state_body_to_write(true, true, true, n));
+    std::fill(f.m.begin(), f.m.end(), 0.0f);
+    std::fill(f.v.begin(), f.v.end(), -0.0f);
+    EXPECT_EQ(state_body_values_problem(f.m, f.v, f.master), "");
+}
+
+// Blocks large enough to be scanned on several threads: the first bad element is named, whichever
+// thread's part holds it.
+TEST(CheckpointRead, LargeStateBlocksNameTheFirstBadElement) {
+    const size_t n = ((size_t)1 << 24) + 1000;
+    std::vector<float> m(n, 0.0f), v(n, 0.0f), none;
+    EXPECT_EQ(state_body_values_problem(m, v, none), "");
+    m[n - 5] = NAN;
+    EXPECT_EQ(state_body_values_problem(m, v, none).find("holds nan in its AdamW m at element 16778211 of 16778216"), 0u);
+    m[3] = INFINITY;
+    EXPECT_EQ(state_body_values_problem(m, v, none).find("holds inf in its AdamW m at element 3 of"), 0u);
+    m[3] = m[n - 5] = 0.0f;
+    v[((size_t)1 << 23) + 7] = -2.0f;
+    EXPECT_EQ(state_body_values_problem(m, v, none).find("holds -2 in its AdamW v at element 8388615 of"), 0u);
+}
+
 }  // namespace
 
 // ----------------------------------------------------------------------------
 // the checkpoint directory
+
+// A step whose DONE file is there but is no file, or whose model / state file is missing, is named at
+// start-up for what it is (not as a missing -e file, or an unreadable state file).
+TEST(Checkpoint, IncompleteCheckpointNamesWhatIsWrong) {
+    TempDir dir("test_checkpoint");
+    make_ckpt(dir.path, 10, true, 2);
+    EXPECT_EQ(ckpt_incomplete_problem(dir.path, 10, 0), "");
+    EXPECT_EQ(ckpt_incomplete_problem(dir.path, 10, 1), "");
+    EXPECT_EQ(ckpt_incomplete_problem(dir.path, 10, -1), "");
+    const std::string done = ckpt_done_path(dir.path, 10);
+    unlink(ckpt_state_path(dir.path, 10, 1).c_str());
+    EXPECT_EQ(ckpt_incomplete_problem(dir.path, 10, 0), "");
+    EXPECT_NE(ckpt_incomplete_problem(dir.path, 10, 1).find("the checkpoint of step 10 is incomplete: '" + done +
+                                                           "' marks it complete, but '" +
+                                                           ckpt_state_path(dir.path, 10, 1) + "' is missing"),
+              std::string::npos);
+    unlink(ckpt_model_path(dir.path, 10).c_str());
+    EXPECT_NE(ckpt_incomplete_problem(dir.path, 10, -1).find("but '" + ckpt_model_path(dir.path, 10) + "' is missing"),
+              std::string::npos);
+    make_ckpt(dir.path, 20, false);
+    mkdir(ckpt_done_path(dir.path, 20).c_str(), 0755);
+    EXPECT_EQ(ckpt_find_latest(dir.path), 20);  // a name in the directory: found, then named at start-up
+    EXPECT_NE(ckpt_incomplete_problem(dir.path, 20, 0).find("DONE_00000020' is a directory, not the empty file that "
+                                                            "marks the checkpoint of step 20 complete"),
+              std::string::npos);
+    make_ckpt(dir.path, 30, false);
+    ASSERT_EQ(symlink((dir.path + "/gone").c_str(), ckpt_done_path(dir.path, 30).c_str()), 0);
+    EXPECT_NE(ckpt_incomplete_problem(dir.path, 30, 0).find("DONE_00000030' is a link to '" + dir.path +
+                                                            "/gone', which does not exist"),
+              std::string::npos);
+    touch(dir.path + "/gone");  // a link to a file is a DONE file
+    EXPECT_EQ(ckpt_incomplete_problem(dir.path, 30, 0), "");
+}
 
 TEST(Checkpoint, PathsAndDirCreation) {
     TempDir dir("test_checkpoint");

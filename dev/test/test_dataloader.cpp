@@ -459,6 +459,8 @@ TEST(DataLoaderErrors, BadShards) {
     expect_fail("long.bin", "long.bin' is 1224 bytes");
     write_file(dir + "/tiny.bin", "abc");
     expect_fail("tiny.bin", "tiny.bin' is too small to hold a header");
+    mkdir((dir + "/dir.bin").c_str(), 0755);
+    expect_fail("dir.bin", "token shard '.*dir.bin' is a directory, not a file");
     write_shard(dir + "/small.bin", shard_tokens(0, 8));
     expect_fail("small.bin", "small.bin' has 8 tokens, fewer than one window.*1\\*2\\*4\\+1 = 9");
     // too small only once 4 processes share a window
@@ -484,6 +486,31 @@ TEST(DataLoaderErrors, TokenOutOfVocabularyStopsBeforeTheShardsFirstWindow) {
             exit(0);
         },
         ::testing::ExitedWithCode(1), "-i: token shard '.*bad.bin' has token id 50257 at position 21");
+}
+
+// One vocabulary bound: the model's. With a model of V > 50257, ids in [50257, V) are valid in the
+// shard check and in every batch; ids >= V are refused, by the shard check before any batch.
+TEST(DataLoaderErrors, BatchesUseTheModelsVocabulary) {
+    std::string dir = make_temp_dir();
+    std::vector<uint16_t> t = shard_tokens(0, 40);
+    t[3] = 50300;
+    write_shard(dir + "/big_vocab.bin", t);
+    DataLoader dl;
+    dataloader_init(&dl, (dir + "/big_vocab.bin").c_str(), "-i", 1, 8, 0, 1, false);
+    dataloader_set_vocab(&dl, "-i", 50304);
+    dataloader_check_upcoming(&dl);
+    EXPECT_EQ(next_inputs(&dl)[3], 50300);
+    dataloader_set_vocab(&dl, "-i", 1 << 20);  // beyond uint16: every id is one
+    dataloader_reset(&dl);
+    EXPECT_EQ(next_inputs(&dl)[3], 50300);
+    EXPECT_EXIT(
+        {
+            dataloader_set_vocab(&dl, "-i", 50300);
+            dataloader_reset(&dl);
+            dataloader_next_batch(&dl);
+        },
+        ::testing::ExitedWithCode(1), "has token id 50300 at position 3.*must be < 50300");
+    dataloader_free(&dl);
 }
 
 TEST(DataLoader, WindowOrderInsideAShardChangesPerEpoch) {

@@ -207,6 +207,25 @@ TEST(EvalLoader, ScoringPicksLowestMeanCompletionLoss) {
     eval_loader_free(&el);
 }
 
+// The model's vocabulary bounds the file's token ids and the padding id 50256 (-h 1 with a small model).
+TEST(EvalLoaderErrors, TokenIdsBeyondTheModelsVocabulary) {
+    TempDir dir("test_eval_loader");
+    std::vector<Ex> ex = make_examples(4);  // ids up to 3302
+    int longest;
+    std::vector<uint16_t> body = file_body(ex, &longest);
+    std::string p = dir.path + "/ok.bin";
+    write_eval_file(p, body, 4, longest);
+    EvalLoader el;
+    eval_loader_init(&el, p.c_str(), 8, 16, 0, 1);
+    eval_check_vocab(&el, 50257);  // GPT-2's: fine
+    eval_check_vocab(&el, 50304);
+    EXPECT_EXIT(eval_check_vocab(&el, 50256), ::testing::ExitedWithCode(1),
+                "-h 1: eval file '.*ok.bin' holds GPT-2 token ids up to 50256 \\(its rows are padded with 50256\\), "
+                "but the model's vocabulary has 50256 ids");
+    EXPECT_EXIT(eval_check_vocab(&el, 3000), ::testing::ExitedWithCode(1), "model's vocabulary has 3000 ids");
+    eval_loader_free(&el);
+}
+
 TEST(EvalLoaderErrors, BadFiles) {
     TempDir dir("test_eval_loader");
     std::vector<Ex> ex = make_examples(4);
@@ -222,7 +241,7 @@ TEST(EvalLoaderErrors, BadFiles) {
     expect_fail("magic.bin", body, 4, "magic.bin' has bad magic 20240520", 20240520);
     expect_fail("version.bin", body, 4, "version.bin' has version 2", EVAL_MAGIC, 2);
     expect_fail("trunc.bin", std::vector<uint16_t>(body.begin(), body.end() - 3), 4, "trunc.bin' is truncated inside example 3");
-    expect_fail("count.bin", body, 5, "count.bin' is truncated inside example 4");
+    expect_fail("count.bin", body, 5, "count.bin' ends after 4 examples, but its header says 5: truncated");
     expect_fail("trailing.bin", body, 3, "trailing.bin' has [0-9]+ bytes after its 3 examples");
     std::vector<uint16_t> b = body;
     b[0] = 7;
@@ -247,6 +266,22 @@ TEST(EvalLoaderErrors, BadFiles) {
     std::string p = dir.path + "/ok.bin";
     write_eval_file(p, body, 4, longest);
     EXPECT_EXIT(eval_loader_init(&el, p.c_str(), 3, 16, 0, 1), ::testing::ExitedWithCode(1), "-h 1 needs -b >= 4 .*got 3");
+    // an odd number of bytes: a file cut inside a token, or a stray byte after the last example
+    std::vector<char> bytes = read_bytes<char>(p);
+    for (size_t cut : {1, 3, 5}) {
+        const std::string q = dir.path + "/cut" + std::to_string(cut) + ".bin";
+        write_file(q, bytes.data(), bytes.size() - cut);
+        EXPECT_EXIT(eval_loader_init(&el, q.c_str(), 8, 16, 0, 1), ::testing::ExitedWithCode(1),
+                    "cut" + std::to_string(cut) + ".bin' is truncated inside example 3") << cut;
+    }
+    const std::string stray = dir.path + "/stray.bin";
+    bytes.push_back(7);
+    write_file(stray, bytes.data(), bytes.size());
+    EXPECT_EXIT(eval_loader_init(&el, stray.c_str(), 8, 16, 0, 1), ::testing::ExitedWithCode(1),
+                "stray.bin' has 1 bytes after its 4 examples");
+    write_eval_file(p, body, 4, -1);
+    EXPECT_EXIT(eval_loader_init(&el, p.c_str(), 8, 16, 0, 1), ::testing::ExitedWithCode(1),
+                "ok.bin' says its longest example is -1 bytes");
     EXPECT_EXIT(eval_loader_init(&el, (dir.path + "/missing.bin").c_str(), 8, 16, 0, 1), ::testing::ExitedWithCode(1),
                 "cannot open '.*missing.bin'");
 }

@@ -94,13 +94,44 @@ TEST(Descriptor, CustomShape) {
     EXPECT_EQ(c.channels, 1600);
     EXPECT_EQ(c.num_heads, 25);
     EXPECT_EQ(c.padded_vocab_size, 50304);
-    for (const char* s : {"custom:L2,C64", "custom:", "custom:L0,C64,NH1", "custom:L2,C64,NH2,", "custom:l2,c64,nh2"}) {
+    for (const char* s : {"custom:L2,C64", "custom:", "custom:L2,C64,NH2,", "custom:l2,c64,nh2", "custom:L-1,C64,NH1"}) {
         EXPECT_EXIT(gpt2_config_from_descriptor(s, &c), ::testing::ExitedWithCode(1),
                     "error: -e " + re_escape(s) + ": malformed custom shape")
             << s;
     }
     EXPECT_EXIT(gpt2_config_from_descriptor("custom:L2,C100,NH3", &c), ::testing::ExitedWithCode(1),
-                "channels not divisible by num_heads");
+                "custom:L2,C100,NH3: channels C=100 is not divisible by num_heads NH=3");
+    // well-formed zeros are not "malformed": the message names the field and its range
+    EXPECT_EXIT(gpt2_config_from_descriptor("custom:L0,C64,NH1", &c), ::testing::ExitedWithCode(1),
+                "custom:L0,C64,NH1: num_layers L=0 is outside \\[1, 1024\\]");
+    EXPECT_EXIT(gpt2_config_from_descriptor("custom:L1,C0,NH1", &c), ::testing::ExitedWithCode(1),
+                "custom:L1,C0,NH1: channels C=0 is outside \\[1, 65536\\]");
+    EXPECT_EXIT(gpt2_config_from_descriptor("custom:L1,C64,NH0", &c), ::testing::ExitedWithCode(1),
+                "custom:L1,C64,NH0: num_heads NH=0 is outside \\[1, 64\\]");
+}
+
+// Each problem of a configuration is named with the field and its value (model file headers, -e custom:).
+TEST(Descriptor, ConfigProblemsNameTheFieldAndValue) {
+    struct Case { GPT2Config c; const char* problem; };
+    // maxT, V, Vp, L, NH, C
+    const Case cases[] = {
+        {{0, 50, 64, 2, 2, 8}, "max_seq_len maxT=0 is outside [1, 1048576]"},
+        {{16, 0, 64, 2, 2, 8}, "vocab_size V=0 is outside [1, 16777216]"},
+        {{16, 50, 48, 2, 2, 8}, "padded_vocab_size Vp=48 is smaller than vocab_size V=50"},
+        {{16, 50257, (1 << 24) + 8, 2, 2, 8}, "padded_vocab_size Vp=16777224 is outside [50257, 16777216]"},
+        {{16, 50, 60, 2, 2, 8}, "padded_vocab_size Vp=60 is not a multiple of 8"},
+        {{16, 50, 64, 0, 2, 8}, "num_layers L=0 is outside [1, 1024]"},
+        {{16, 50, 64, 2, 2, 70000}, "channels C=70000 is outside [1, 65536]"},
+        {{16, 50, 64, 2, 0, 8}, "num_heads NH=0 is outside [1, 8]"},
+        {{16, 50, 64, 2, -3, 8}, "num_heads NH=-3 is outside [1, 8]"},
+        {{16, 50, 64, 2, 3, 8}, "channels C=8 is not divisible by num_heads NH=3"},
+    };
+    for (const Case& k : cases) {
+        const std::string got = gpt2_config_problem(k.c);
+        EXPECT_EQ(got.substr(0, strlen(k.problem)), k.problem);
+    }
+    EXPECT_EQ(gpt2_config_problem(kTiny), "");
+    EXPECT_EQ(gpt2_config_problem({16, 50, 56, 2, 2, 8}), "");  // a multiple of 8 that is not one of 128
 }
 
 TEST(Descriptor, PathsAreNotDescriptors) {
@@ -245,9 +276,13 @@ TEST(ModelFileValidation, RejectsBadFiles) {
     damaged("v5_but_fp32_body.bin", [](std::vector<char>& b) { header_of(b)[1] = 5; }, "trailing bytes");
     damaged("truncated.bin", [](std::vector<char>& b) { b.resize(b.size() - 2); }, "truncated");
     damaged("trailing.bin", [](std::vector<char>& b) { b.resize(b.size() + 4); }, "trailing bytes");
-    damaged("layers.bin", [](std::vector<char>& b) { header_of(b)[4] = 0; }, "implausible");
-    damaged("heads.bin", [](std::vector<char>& b) { header_of(b)[5] = 3; }, "not divisible by num_heads");
-    damaged("vocab.bin", [](std::vector<char>& b) { header_of(b)[7] = 49; }, "padded_vocab_size < vocab_size");
+    damaged("layers.bin", [](std::vector<char>& b) { header_of(b)[4] = 0; }, "has a bad header: num_layers L=0");
+    damaged("heads.bin", [](std::vector<char>& b) { header_of(b)[5] = 3; }, "C=8 is not divisible by num_heads NH=3");
+    damaged("heads0.bin", [](std::vector<char>& b) { header_of(b)[5] = 0; }, "num_heads NH=0 is outside");
+    damaged("vocab.bin", [](std::vector<char>& b) { header_of(b)[7] = 49; }, "Vp=49 is smaller than vocab_size V=50");
+    damaged("vocab_huge.bin", [](std::vector<char>& b) { header_of(b)[7] = (1 << 24) + 1; },
+            "Vp=16777217 is outside \\[50, 16777216\\]");
+    damaged("vocab_odd.bin", [](std::vector<char>& b) { header_of(b)[7] = 60; }, "Vp=60 is not a multiple of 8");
     damaged("size_fields.bin", [](std::vector<char>& b) { header_of(b)[6] = 16; }, "but its header says v3, L=");
     for (const Case& c : cases) {
         std::string path = dir.file(c.name);
@@ -259,6 +294,46 @@ TEST(ModelFileValidation, RejectsBadFiles) {
     std::string missing = dir.file("missing.bin");
     EXPECT_EXIT(model_file_read_header(missing.c_str()), ::testing::ExitedWithCode(1),
                 "cannot open '" + re_escape(missing) + "'");
+}
+
+// Start-up check of the weights: the first NaN or inf is named by tensor, layer and element, in both
+// precisions, also past the first read chunk; finite files (any values) pass.
+TEST(ModelFileValidation, NonFiniteParametersAreNamed) {
+    TempDir dir("test_model_file");
+    GPT2Config c = {64, 1000, 1024, 2, 4, 512};  // over two read chunks
+    const size_t n = gpt2_num_parameters(c);
+    ASSERT_GT(n, 2 * MODEL_FILE_CHUNK_ELEMS);
+    std::vector<float> p = random_floats(n, 3);
+    p[n / 2] = 3e38f;  // large but finite, and bf16 rounds it to inf: only the fp32 file keeps it
+    const std::string v3 = dir.file("v3.bin"), v5 = dir.file("v5.bin");
+    model_file_write(v3.c_str(), c, p.data(), DType::FP32, 3);
+    model_file_check_finite(v3.c_str(), model_file_read_header(v3.c_str()));
+    p[n / 2] = 1.0f;
+    model_file_write(v5.c_str(), c, p.data(), DType::FP32, 5);
+    model_file_check_finite(v5.c_str(), model_file_read_header(v5.c_str()));
+    size_t sizes[NUM_PARAMETER_TENSORS];
+    gpt2_param_sizes(c, sizes);
+    size_t fcw = 0;  // first element of fcw
+    for (int t = 0; t < PARAM_FCW; t++) fcw += sizes[t];
+    const size_t per_layer = sizes[PARAM_FCW] / c.num_layers;
+    struct Case { size_t index; float value; const char* where; };
+    const Case cases[] = {
+        {0, NAN, "holds nan at element 0 of wte \\(parameter 0 of "},
+        {fcw + per_layer + 5, INFINITY, "holds inf at element 5 of layer 1's fcw "},
+        {n - 1, -INFINITY, "holds -inf at element 511 of lnfb "},
+    };
+    for (const Case& k : cases) {
+        std::vector<float> q = p;
+        q[k.index] = k.value;
+        for (int version : {3, 5}) {
+            const std::string path = dir.file("bad" + std::to_string(version) + ".bin");
+            model_file_write(path.c_str(), c, q.data(), DType::FP32, version);
+            const ModelFileInfo info = model_file_read_header(path.c_str());
+            EXPECT_EXIT(model_file_check_finite(path.c_str(), info), ::testing::ExitedWithCode(1),
+                        "model file '" + re_escape(path) + "' " + k.where)
+                << k.where << " v" << version;
+        }
+    }
 }
 
 TEST(ModelFileValidation, ReadParamsNoticesAFileThatChanged) {

@@ -627,4 +627,32 @@ TEST_F(IdExchange, PeerFsOneRankFailsEveryOtherStopsAndOldNoticesAreIgnored) {
     }
 }
 
+// The start-up's check of -pi's companions: what would otherwise fail only after the GPU and the NCCL
+// start-up (no -ps / -pf, an address that is none, a missing directory) is named at once.
+TEST(IdExchangeArgs, TcpNeedsAnAddressFsAnExistingDirectory) {
+    EXPECT_EQ(id_exchange_args_problem("mpi", "", ""), "");
+    EXPECT_EQ(id_exchange_args_problem("mpi", "not an address", "/nonexistent"), "");  // unused with mpi
+    for (const char* ok : {"127.0.0.1", "10.1.2.3", "::1", "fe80::1", "localhost"}) {
+        EXPECT_EQ(id_exchange_args_problem("tcp", ok, ""), "") << ok;
+    }
+    EXPECT_EQ(id_exchange_args_problem("tcp", "", "").find("-pi tcp needs -ps"), 0u);
+    for (const char* bad : {"not an ip!", "999.1.1.1", "1.2.3", "-node1", "node1-", "a..b", " 10.0.0.1", "10.0.0.1 ",
+                            "host:12345"}) {
+        EXPECT_EQ(id_exchange_args_problem("tcp", bad, ""),
+                  "-ps '" + std::string(bad) + "' is neither an IPv4 address (like 10.0.0.1), an IPv6 address, nor a "
+                  "host name") << bad;
+    }
+    for (const char* name : {"node-1", "gpu_node.cluster.local", "a.b.c.", "x1"}) EXPECT_TRUE(id_exchange_is_host_name(name)) << name;
+    EXPECT_FALSE(id_exchange_is_host_name(std::string(64, 'a').c_str()));  // a label of 64
+    EXPECT_EQ(id_exchange_args_problem("tcp", "no-such-host.invalid", "").find("-ps 'no-such-host.invalid': cannot "
+                                                                             "resolve the host name"), 0u);
+    TempDir dir("test_id_args");
+    EXPECT_EQ(id_exchange_args_problem("fs", "", dir.path.c_str()), "");
+    EXPECT_EQ(id_exchange_args_problem("fs", "", "").find("-pi fs needs -pf"), 0u);
+    EXPECT_EQ(id_exchange_args_problem("fs", "", (dir.path + "/missing").c_str()),
+              "-pf '" + dir.path + "/missing': No such file or directory (it must be an existing directory)");
+    const std::string file = dir.write("f", "x");
+    EXPECT_EQ(id_exchange_args_problem("fs", "", file.c_str()), "-pf '" + file + "' is not a directory");
+}
+
 }  // namespace

@@ -445,6 +445,62 @@ TEST(RunStateLlmc, OurFileReadsInLlmcsReader) {
     }
 }
 
+// Without shuffling our files keep the shard count and the current shard's window count in header slots
+// 36-37, so another -i or -b/-t is refused as with shuffling; a file without them (llm.c's) resumes when
+// its position fits, with a warning saying what could not be checked; one whose position lies beyond
+// this run's data is refused.
+TEST(RunState, UnshuffledFilesRecordShardAndWindowCounts) {
+    TempDir dir("test_run_state");
+    const std::string pattern = write_shards(dir, {100, 160, 70});  // B=2 T=3: 16, 26, 11 windows
+    const std::string two = dir.path + "/shard_[01].bin";
+    DataLoader first;
+    dataloader_init(&first, pattern.c_str(), "-i", 2, 3, 0, 1, false);
+    for (int k = 0; k < 20; k++) dataloader_next_batch(&first);  // shard 1, window 4
+    RunState rs;
+    rs.loader = dataloader_get_state(&first);
+    const std::string path = dir.file("state.bin");
+    float buf[4] = {1, 2, 3, 4};
+    run_state_write(path, rs, {{buf, sizeof(buf)}});
+    const std::vector<uint8_t> bytes = read_bytes(path);
+    const int32_t* h = (const int32_t*)bytes.data();
+    EXPECT_EQ(h[RUN_STATE_NUM_SHARDS_SLOT], 3);
+    EXPECT_EQ(h[RUN_STATE_NUM_WINDOWS_SLOT], 26);
+    const RunState got = run_state_read(path, {{buf, sizeof(buf)}}, 1, 0);
+    EXPECT_EQ(got.saved_num_shards, 3u);
+    EXPECT_EQ(got.saved_num_windows, 26u);
+    auto restore = [&](const RunState& r, const std::string& pat, size_t B) {
+        DataLoader dl;
+        dataloader_init(&dl, pat.c_str(), "-i", B, 3, 0, 1, false);
+        run_state_restore_loader(r, &dl, path);
+        dataloader_next_batch(&dl);
+        const int tok = dl.inputs[0];
+        dataloader_free(&dl);
+        return tok;
+    };
+    dataloader_next_batch(&first);
+    EXPECT_EQ(restore(got, pattern, 2), first.inputs[0]);
+    EXPECT_EXIT(restore(got, two, 2), ::testing::ExitedWithCode(1),
+                "state.bin' was written by a run over 3 shards, but 2 shards match now");
+    EXPECT_EXIT(restore(got, pattern, 1), ::testing::ExitedWithCode(1),
+                "state.bin' was written by a run whose shard 1 \\('.*shard_1.bin'\\) has 26 windows, but it has 53 "
+                "windows of num_processes\\*B\\*T = 1\\*1\\*3 tokens now");
+    // as llm.c writes it: only the position
+    RunState llmc = got;
+    llmc.saved_num_shards = llmc.saved_num_windows = 0;
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(restore(llmc, pattern, 1), 1000 + 4 * 3);  // shard 1, window 4 of -b 1: not the saved run's data
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("state.bin' (unshuffled, by llm.c or an earlier gpt2cu) records only its data position, shard "
+                       "1 window 4, not the shard count or windows of the run that wrote it"), std::string::npos) << err;
+    llmc.loader.sample_idx = 17;  // shard 0 has 8 windows with -b 4
+    llmc.loader.shard_idx = 0;
+    EXPECT_EXIT(restore(llmc, pattern, 4), ::testing::ExitedWithCode(1),
+                "saved data position is window 17 of shard '.*shard_0.bin', which has only 8 windows");
+    llmc.loader.shard_idx = 2;
+    EXPECT_EXIT(restore(llmc, two, 2), ::testing::ExitedWithCode(1), "saved data position is shard 2 but only 2 shards");
+    dataloader_free(&first);
+}
+
 // A file whose shuffle setting, shard count or window count does not fit this run is refused, naming both.
 TEST(RunStateLlmc, MismatchedLlmcFilesAreRefusedNamingTheDifference) {
     TempDir dir("test_run_state");

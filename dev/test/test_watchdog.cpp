@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -55,6 +56,26 @@ TEST(Watchdog, WaitsThatFinishInTimeNeverFire) {
     }
     watchdog_stop(&wd);
     EXPECT_FALSE(fired);
+}
+
+// A timeout past what the clock's 64-bit nanoseconds hold (about 9.2e9 s) used to wrap the deadline
+// into the past: the first wait fired at once and the process exited 1. Now it waits as if it were
+// WATCHDOG_MAX_TIMEOUT_S; NaN disables the watchdog like 0.
+void short_wait_with_timeout(double timeout_s) {
+    Watchdog wd;
+    watchdog_start(&wd, timeout_s, [] {});
+    {
+        WatchdogWait w(&wd, 3, "a short wait");
+        sleep_s(0.3);
+    }
+    watchdog_stop(&wd);
+    exit(0);
+}
+
+TEST(WatchdogDeathTest, HugeTimeoutsDoNotFireAtOnce) {
+    for (double t : {1e9, 9.3e9, 1e10, 1e300, (double)INFINITY, (double)NAN}) {
+        EXPECT_EXIT(short_wait_with_timeout(t), ::testing::ExitedWithCode(0), "") << t;
+    }
 }
 
 TEST(Watchdog, ZeroTimeoutDisablesIt) {
