@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Every GPU check in one command (a machine with an NVIDIA GPU, python3 with torch): first every binary
+# the checks use is built, all builds at once (each switch combination has its own build dir), then the
+# checks run one after another. Ends with "N passed, N failed" (a skipped check counts as neither; its
+# reason is printed). Logs: $GPU_LOG_DIR (default build/gpu-logs), one NAME.log per check.
+#
+# Usage: dev/test/gpu/run_all.sh [CHECK ...]        default: all of them, in this order:
+#   gpu_test              test_gpt2cu against the PyTorch reference (BF16, FP32; + cuDNN when the cuDNN
+#                         frontend headers are found), two shapes
+#   resume_test           SIGKILL + resume, SIGTERM checkpoint
+#   bad_shard_check       a bad token id in a later shard stops the run, newest checkpoint the last good one
+#   zero_check            dev/cuda/zero_check: ZeRO-1 collectives and sharded AdamW, one process
+#   multi_gpu_check       the NCCL build on one GPU (tcp / fs / mpirun) bitwise equal to NO_MULTI_GPU=1
+#   multi_gpu_stop_check  SIGTERM and the watchdog in the NCCL and plain builds
+#   llmc_ci_check         llm.c's own GPU CI commands against our binaries
+#   llmc_compare          ours against llm.c (needs LLMC_DIR=<karpathy/llm.c tree>, else skipped)
+#   multi_gpu_checklist   what only several GPUs show (skipped with fewer than 2 GPUs)
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+LOG=${GPU_LOG_DIR:-build/gpu-logs}
+mkdir -p "$LOG"
+ALL="gpu_test resume_test bad_shard_check zero_check multi_gpu_check multi_gpu_stop_check llmc_ci_check llmc_compare multi_gpu_checklist"
+CHECKS=${*:-$ALL}
+for c in $CHECKS; do
+    case " $ALL " in *" $c "*) ;; *) echo "unknown check '$c' (known: $ALL)"; exit 1;; esac
+done
+command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "no NVIDIA GPU here (nvidia-smi -L)"; exit 1; }
+GPUS=$(nvidia-smi -L | wc -l)
+CUDNN=0
+python3 -c "import importlib.metadata as m; m.distribution('nvidia-cudnn-frontend')" 2> /dev/null && CUDNN=1
+[ -f third_party/cudnn-frontend/include/cudnn_frontend.h ] && CUDNN=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+echo "commit $(git rev-parse --short HEAD 2> /dev/null || echo unknown), $GPUS GPU(s), cuDNN frontend: $([ $CUDNN = 1 ] && echo found || echo not found)"
+
+# The data every check reads (the shards are prepared once; the tools need PCRE2 to build them)
+if [ ! -f dev/data/tinyshakespeare/tiny_shakespeare_train.bin ]; then
+    bash dev/data/tinyshakespeare.sh > "$LOG/data.log" 2>&1 || { echo "Tiny Shakespeare: preparation failed ($LOG/data.log)"; exit 1; }
+fi
+
+# Builds, all at once: the make commands the checks run themselves then find their binaries up to date
+has() { case " $CHECKS " in *" $1 "*) return 0;; esac; return 1; }
+builds=()
+if has resume_test || has bad_shard_check || has multi_gpu_check || has multi_gpu_stop_check || has multi_gpu_checklist; then
+    builds+=("train_gpt2cu")
+fi
+if has multi_gpu_check || has multi_gpu_stop_check; then builds+=("train_gpt2cu NO_MULTI_GPU=1"); fi
+if has gpu_test || has llmc_ci_check; then builds+=("test_gpt2cu PRECISION=BF16 USE_CUDNN=0" "test_gpt2cu PRECISION=FP32 USE_CUDNN=0"); fi
+if has gpu_test && [ $CUDNN = 1 ]; then builds+=("test_gpt2cu PRECISION=BF16 USE_CUDNN=1"); fi
+if has llmc_ci_check; then builds+=("train_gpt2cu PRECISION=FP32 USE_CUDNN=0"); fi
+if has llmc_compare; then
+    builds+=("train_gpt2cu PRECISION=BF16 USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1"
+             "train_gpt2cu PRECISION=FP32 USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1")
+fi
+t0=$SECONDS
+k=0
+for b in "${builds[@]}"; do
+    # shellcheck disable=SC2086  # $b is a make command line
+    make $b > "$LOG/build_$k.log" 2>&1 &
+    k=$((k + 1))
+done
+has zero_check && { make -C dev/cuda zero_check > "$LOG/build_zero_check.log" 2>&1 & }
+wait
+echo "builds: ${#builds[@]} switch combinations in $((SECONDS - t0)) s"
+
+passed=0; failed=0; failed_names=()
+run() {  # NAME CMD...
+    local name=$1; shift
+    local t=$SECONDS
+    if "$@" > "$LOG/$name.log" 2>&1; then
+        passed=$((passed + 1)); echo "PASS  $name ($((SECONDS - t)) s)"
+    else
+        failed=$((failed + 1)); failed_names+=("$name"); echo "FAIL  $name ($((SECONDS - t)) s)"
+        tail -n 30 "$LOG/$name.log" | sed 's/^/    /'
+    fi
+    grep -E "^(PASS|FAIL|SKIP|===)" "$LOG/$name.log" | sed 's/^/    /' | head -40
+}
+for c in $CHECKS; do
+    case $c in
+        gpu_test) run gpu_test env CUDNN=$CUDNN bash dev/test/gpu/gpu_test.sh;;
+        zero_check) run zero_check env LLMC_NCCL_SINGLE=1 dev/cuda/bin/zero_check;;
+        llmc_compare)
+            if [ -z "${LLMC_DIR:-}" ]; then echo "SKIP  llmc_compare (set LLMC_DIR to a karpathy/llm.c tree)"; continue; fi
+            run llmc_compare bash dev/test/gpu/llmc_compare.sh;;
+        multi_gpu_checklist)
+            if [ "$GPUS" -lt 2 ]; then echo "SKIP  multi_gpu_checklist (needs 2 or more GPUs, this machine has $GPUS)"; continue; fi
+            run multi_gpu_checklist bash dev/test/gpu/multi_gpu_checklist.sh;;
+        *) run "$c" bash "dev/test/gpu/$c.sh";;
+    esac
+done
+echo
+[ ${#failed_names[@]} -eq 0 ] || echo "failed: ${failed_names[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
