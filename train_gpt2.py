@@ -56,6 +56,7 @@ MODEL_MAGIC, SHARD_MAGIC, DEBUG_MAGIC = 20240326, 20240520, 20240327
 HEADER_INTS = 256
 TEST_LR_LADDER = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3)  # --test_lr 0 picks from these
 GPT2_V, GPT2_VP, GPT2_MAXT = 50257, 50304, 1024
+PADDED_VOCAB_MULTIPLE = 8  # GPT2_PADDED_VOCAB_MULTIPLE in llmc/model_file.h
 
 
 def die(msg):
@@ -88,19 +89,29 @@ GPT3_MAXT = 2048
 
 
 def config_problem(cfg):
-    """Empty string when the config is usable, else what is wrong with it (as gpt2_config_problem in C++)."""
+    """Empty string when the config is usable, else what is wrong with it: gpt2_config_problem in
+    llmc/model_file.h, message for message (dev/test/descriptor_check.sh compares the two)."""
+    def outside(field, v, lo, hi):
+        return f"{field}={v} is outside [{lo}, {hi}]"
     if not 1 <= cfg.max_seq_len <= (1 << 20):
-        return "max_seq_len out of range"
+        return outside("max_seq_len maxT", cfg.max_seq_len, 1, 1 << 20)
     if not 1 <= cfg.vocab_size <= (1 << 24):
-        return "vocab_size out of range"
-    if not cfg.vocab_size <= cfg.padded_vocab_size <= (1 << 24):
-        return "padded_vocab_size < vocab_size"
+        return outside("vocab_size V", cfg.vocab_size, 1, 1 << 24)
+    if cfg.padded_vocab_size < cfg.vocab_size:
+        return f"padded_vocab_size Vp={cfg.padded_vocab_size} is smaller than vocab_size V={cfg.vocab_size}"
+    if cfg.padded_vocab_size > (1 << 24):
+        return outside("padded_vocab_size Vp", cfg.padded_vocab_size, cfg.vocab_size, 1 << 24)
+    if cfg.padded_vocab_size % PADDED_VOCAB_MULTIPLE != 0:
+        return (f"padded_vocab_size Vp={cfg.padded_vocab_size} is not a multiple of {PADDED_VOCAB_MULTIPLE} "
+                f"(the kernels read its rows 16 bytes at a time)")
     if not 1 <= cfg.num_layers <= 1024:
-        return "num_layers out of range"
+        return outside("num_layers L", cfg.num_layers, 1, 1024)
     if not 1 <= cfg.channels <= (1 << 16):
-        return "channels out of range"
-    if cfg.num_heads < 1 or cfg.channels % cfg.num_heads != 0:
-        return "channels not divisible by num_heads"
+        return outside("channels C", cfg.channels, 1, 1 << 16)
+    if not 1 <= cfg.num_heads <= cfg.channels:
+        return outside("num_heads NH", cfg.num_heads, 1, cfg.channels)
+    if cfg.channels % cfg.num_heads != 0:
+        return f"channels C={cfg.channels} is not divisible by num_heads NH={cfg.num_heads}"
     return ""
 
 
@@ -122,7 +133,7 @@ def config_from_descriptor(desc):
         return GPTConfig(GPT3_MAXT, GPT2_V, GPT2_VP, L, C // hs, C)
     if desc.startswith("custom:"):
         m = re.fullmatch(r"custom:L([0-9]{1,6}),C([0-9]{1,6}),NH([0-9]{1,6})", desc)
-        if not m or min(int(g) for g in m.groups()) < 1:
+        if not m:  # well-formed zeros are refused by config_problem, naming the field
             die(f"-e {desc}: malformed custom shape; write custom:L<layers>,C<channels>,NH<heads>, "
                 f"e.g. custom:L2,C1600,NH25")
         L, C, NH = (int(g) for g in m.groups())
