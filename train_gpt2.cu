@@ -116,7 +116,8 @@ static void print_usage() {
         "             builds on sm_90 and newer, else 0)\n"
         "  -w <0|1>   fp32 master weights (1)     -z <0|1>   ZeRO stage (0)\n"
         "  -a <0|1>   overfit a single batch (0)  -f <0|1>   allow TF32 in FP32 builds (1)\n"
-        "  -sl <float> / -sg <float>  skip update when loss / grad-norm z-score exceeds this (0 = off)\n"
+        "  -sl <float> / -sg <float>  skip update when loss / grad-norm z-score exceeds this (0 = off; a\n"
+        "             negative one is on too, as in llm.c)\n"
         "  -lg <int>  print GPU utilisation every N steps (-1 = off)\n"
         "  -sh <0|1>  train data order: 1 = shuffled as llm.c does (default; its seed is 42 + rank),\n"
         "             0 = file order; -a 1 turns it off     -seed <int> seed of -e dN init and sampling (42)\n"
@@ -237,8 +238,9 @@ static TrainConfig parse_args(int argc, char** argv) {
         else if (f == "-a") c.overfit_single_batch = flag01();
         else if (f == "-f") c.allow_tf32 = flag01();
         else if (f == "-ma") c.matmul_autotune = flag01();
-        else if (f == "-sl") c.skip_loss_z = parse_float(fl, v, 0.0, FLT_MAX, ">= 0 (a z-score; 0 = off)");
-        else if (f == "-sg") c.skip_norm_z = parse_float(fl, v, 0.0, FLT_MAX, ">= 0 (a z-score; 0 = off)");
+        // -sl / -sg: any finite z-score; 0 = off, and a negative one is on, as in llm.c (outlier_skip)
+        else if (f == "-sl") c.skip_loss_z = parse_float(fl, v, -FLT_MAX, FLT_MAX, "a z-score (0 = off)");
+        else if (f == "-sg") c.skip_norm_z = parse_float(fl, v, -FLT_MAX, FLT_MAX, "a z-score (0 = off)");
         else if (f == "-lg") c.gpu_log_every = (int)parse_int(fl, v, -1, I32, "in [-1, 2147483647] (-1 or 0: off)");
         else if (f == "-sh") { c.shuffle = flag01(); c.shuffle_given = true; }
         else if (f == "-pt") c.phase_timing = flag01();

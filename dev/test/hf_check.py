@@ -349,9 +349,9 @@ def mode_bad(work):
         ("config a JSON string", variant("cfgstr", files=write("config.json", '"gpt2"')), "holds a JSON str"),
         ("n_head true", variant("headbool", config={"n_head": True}), "n_head is True;.* must be integers"),
         ("n_layer 10^9", variant("huge", config={"n_layer": 10 ** 9}),
-         "implausible shape \\(num_layers out of range\\)"),
+         "implausible shape \\(num_layers L=1000000000 is outside \\[1, 1024\\]\\)"),
         ("n_embd 2^17", variant("wide", config={"n_embd": 1 << 17, "n_head": 1}),
-         "implausible shape \\(channels out of range\\)"),
+         "implausible shape \\(channels C=131072 is outside \\[1, 65536\\]\\)"),
         ("index weight_map values lists", variant("idxlist", files=sharded(lambda ns: {
             "metadata": {}, "weight_map": {n: [shard] for n in ns}})), "weight_map\\[.*\\] is \\[.*not a file name"),
         ("index weight_map mixed types", variant("idxmixed", files=sharded(lambda ns: {
@@ -450,7 +450,7 @@ def mode_bad(work):
         ("truncated file", (truncated, e[2]), "bytes but its header implies"),
         ("missing file", (os.path.join(work, "nope.bin"), e[3]), "no such file"),
         ("fp16", (ckpt, e[4], "--dtype", "fp16"), "invalid choice: 'fp16'"),
-        ("num_layers 10^9 in the header", (huge, e[5]), "implausible model header \\(num_layers out of range|implies"),
+        ("num_layers 10^9 in the header", (huge, e[5]), "implausible model header \\(num_layers L=1000000000 is outside|implies"),
         ("a NaN weight", (nan_ckpt, e[6]),
          "tensor fcw layer 1 \\(transformer.h.1.mlp.c_fc.weight\\) holds NaN or inf; not exported"),
         ("an inf weight", (inf_ckpt, e[7]), "tensor wte \\(transformer.wte.weight\\) holds NaN or inf"),

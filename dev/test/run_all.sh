@@ -193,7 +193,8 @@ expect_fail trainer-float-nan "flag -l expects a finite number, got 'nan'" "${tr
 expect_fail trainer-float-tiny "flag -l: 1e-50 is below the smallest normal float (1.17549e-38)" "${tr_ok[@]}" -l 1e-50
 expect_fail trainer-float-huge "flag -sg: 1e39 is beyond the largest float (3.40282e+38)" "${tr_ok[@]}" -sg 1e39
 expect_fail trainer-weight-decay-negative "flag -c must be >= 0 (weight decay), got -1" "${tr_ok[@]}" -c -1
-expect_fail trainer-skip-z-negative "flag -sl must be >= 0 (a z-score; 0 = off), got -2" "${tr_ok[@]}" -sl -2
+# a negative -sl / -sg is on (llm.c skips every update whose z-score exceeds it), not refused
+expect_fail trainer-skip-z-negative-reaches-gpu "no CUDA GPU found" "${tr_ok[@]}" -sl -2 -sg -0.5
 # -wt from about 9.22e9 s up overflowed the watchdog's nanosecond deadline: it fired on the first wait
 expect_fail trainer-watchdog-too-long "flag -wt must be in \[0, 1000000000\] seconds (0 = no limit), got 1e10" \
     "${tr_ok[@]}" -wt 1e10
