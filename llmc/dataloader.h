@@ -223,7 +223,8 @@ inline void dataloader_check_tokens(const DataLoader* dl, const char* flag_name,
     auto last = t0;
     const uint16_t limit = (uint16_t)vocab_size;
     for (const std::string& path : dl->shard_paths) {
-        FILE* f = fopen_check(path.c_str(), "rb");
+        FilePtr file(fopen_check(path.c_str(), "rb"));
+        FILE* f = file.get();
         fseek_check(f, (long)FILE_HEADER_BYTES, SEEK_SET, path.c_str());
         size_t pos = 0;  // tokens of this shard read so far
         for (;;) {
@@ -252,7 +253,7 @@ inline void dataloader_check_tokens(const DataLoader* dl, const char* flag_name,
                         total_bytes / 1e9, done / 1e9 / secs);
             }
         }
-        fclose_check(f, path.c_str());
+        fclose_check(file.release(), path.c_str());
     }
 }
 

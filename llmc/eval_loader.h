@@ -116,7 +116,7 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
 
     int32_t header[FILE_HEADER_INTS];
     long size = 0;
-    FILE* f = file_header_open(path, EVAL_MAGIC, header, &size);
+    FilePtr f = file_header_open(path, EVAL_MAGIC, header, &size);
     if (header[2] <= 0) fatal("eval file '%s' says it has %d examples", path, header[2]);
     size_t n = (size_t)header[2];
     size_t longest = header[3] > 0 ? (size_t)header[3] : 0;
@@ -124,8 +124,8 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
     size_t body_words = ((size_t)size - FILE_HEADER_BYTES) / sizeof(uint16_t);
     if (((size_t)size - FILE_HEADER_BYTES) % sizeof(uint16_t) != 0) fatal("eval file '%s' has an odd body size", path);
     std::vector<uint16_t> body(body_words);
-    fread_check(body.data(), sizeof(uint16_t), body_words, f, path);
-    fclose_check(f, path);
+    fread_check(body.data(), sizeof(uint16_t), body_words, f.get(), path);
+    fclose_check(f.release(), path);
 
     size_t pos = 0;  // in uint16 words
     auto need = [&](size_t words, size_t ex) {

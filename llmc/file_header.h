@@ -14,7 +14,7 @@
  * API
  *   const FileFormat& file_format(int32_t magic)          the row of a magic (fatal if none: a bug)
  *   const char* file_kind_of_magic(int32_t magic)          "a token shard", ... for messages
- *   FILE* file_header_open(path, magic, h, &size)          fopen + file_header_check; fatal naming path
+ *   FilePtr file_header_open(path, magic, h, &size)        fopen + file_header_check; fatal naming path
  *   void  file_header_check(fp, path, magic, h, &size)     reads h[0, 256) of an open file, checks the
  *                                                          size, magic and version; fp after the header
  *   void  file_header_read(path, magic, h, &size)          the same, file closed again
@@ -95,14 +95,14 @@ inline void file_header_check(FILE* fp, const char* path, int32_t magic, int32_t
     }
 }
 
-inline FILE* file_header_open(const char* path, int32_t magic, int32_t h[FILE_HEADER_INTS], long* size) {
-    FILE* fp = fopen_check(path, "rb");
-    file_header_check(fp, path, magic, h, size);
+inline FilePtr file_header_open(const char* path, int32_t magic, int32_t h[FILE_HEADER_INTS], long* size) {
+    FilePtr fp(fopen_check(path, "rb"));
+    file_header_check(fp.get(), path, magic, h, size);
     return fp;
 }
 
 inline void file_header_read(const char* path, int32_t magic, int32_t h[FILE_HEADER_INTS], long* size) {
-    fclose_check(file_header_open(path, magic, h, size), path);
+    fclose_check(file_header_open(path, magic, h, size).release(), path);
 }
 
 // `says`: what the header's fields give, e.g. "120 tokens"; want: the bytes they take, header included.
