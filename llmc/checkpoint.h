@@ -36,8 +36,10 @@
  *                        int num_processes, int rank, size_t shard, bool bf16_build, bool master_weights,
  *                        ZeroLayout layout = llmc)
  *        reads and checks checkpoint `step` of dir: the model file's header against `expect` (the
- *        message names cfg_source, e.g. "-e d12"), the whole state file (llmc/run_state.h checks), and
- *        that a ZeRO-1 shard (P > 1, shard < N) is in this run's `layout` (llmc/zero_shards.h); out
+ *        message names cfg_source, e.g. "-e d12"), the whole state file (llmc/run_state.h checks), that
+ *        the state file holds `step` (header slot 10), that neither file is a link to a file of another
+ *        step (ckpt_linked_step_), and that a ZeRO-1 shard (P > 1, shard < N) is in this run's `layout`
+ *        (llmc/zero_shards.h); out
  *        gets the paths, the header, the run state and the m / v / master blocks (master empty when
  *        the file has none), their values checked (state_body_values_problem). One fatal() naming the
  *        file on any problem.
@@ -49,15 +51,17 @@
  *   void ckpt_make_dir(dir)                       mkdir -p; fatal naming -o on failure
  *   void ckpt_write_done(dir, step)               fsyncs the directory, then creates the empty DONE
  *   void ckpt_check_writable(dir)                 creates and deletes a probe file; fatal naming -o
- *   int  ckpt_find_latest(dir)                    largest step with a DONE file, -1 if none/no dir
+ *   int  ckpt_find_latest(dir)                    largest step with a DONE file, -1 if none/no dir; fatal
+ *                                                 when that DONE is not a regular file (a FIFO, a folder)
  *   std::string ckpt_incomplete_problem(dir, step, rank)
  *        "" when the checkpoint `step` that a DONE file names can be resumed by `rank` (-1: the model
  *        file only), else why not: DONE is a directory or a link to nothing, the model file or the
  *        rank's state file is missing or not a file. For the start-up, before anything is read.
  *   std::vector<std::string> ckpt_remove_leftovers(dir, rank)
- *        deletes the *.tmp files an interrupted checkpoint left (rank 0: model and DONE files and its
- *        state file; rank r > 0: its own state file only) and returns their paths. Call at start-up,
- *        when nothing writes to dir.
+ *        deletes the temporary files an interrupted checkpoint left (<name>.tmp.<hex>, or <name>.tmp
+ *        of earlier builds; rank 0: of model and DONE files and its state file; rank r > 0: of its own
+ *        state file only; regular files only: never a link or what it points to) and returns their
+ *        paths. Call at start-up, when nothing writes to dir.
  *   void ckpt_prune(dir, keep_last_n, never_delete_multiple_of, current_step)
  *        keep_last_n <= 0: does nothing. Otherwise, among steps <= current_step, keeps the
  *        keep_last_n newest complete checkpoints and every step that is a multiple of
@@ -76,6 +80,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -115,11 +120,13 @@ inline void ckpt_make_dir(const std::string& dir) {
 
 // Output folders on a read-only file system (or without write permission) exist but refuse files:
 // found at start-up instead of at the first checkpoint.
+// The probe is created as the checkpoint writers create theirs (temp_file_create: a new file under a
+// random name, never through a link).
 inline void ckpt_check_writable(const std::string& dir) {
-    const std::string probe = dir + "/.gpt2cu_write_probe_" + std::to_string((long)getpid());
-    int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) fatal("-o: cannot write files in '%s': %s", dir.c_str(), strerror(errno));
-    close(fd);
+    std::string probe;
+    FILE* fp = temp_file_create(dir + "/.gpt2cu_write_probe", &probe);
+    if (fp == nullptr) fatal("-o: cannot write files in '%s': %s", dir.c_str(), strerror(errno));
+    fclose(fp);
     unlink(probe.c_str());
 }
 
@@ -149,8 +156,21 @@ inline size_t ckpt_parse_digits_(const char* s, long long* value) {
 
 enum class CkptFileKind { None, Done, Other };
 
-// Recognises DONE_<step> (Done) and model_<step>.bin, state_<step>_<rank>.bin and any of the three
-// + ".tmp" (Other: files of that step). Steps have at least 8 digits, ranks at least 5.
+// ".tmp" or ".tmp.<1 or more hex digits>": the end of a temporary file's name.
+inline bool ckpt_is_temp_suffix_(const char* q) {
+    if (strncmp(q, ".tmp", 4) != 0) return false;
+    q += 4;
+    if (*q == '\0') return true;
+    if (*q++ != '.' || *q == '\0') return false;
+    for (; *q != '\0'; q++) {
+        if (!isxdigit((unsigned char)*q)) return false;
+    }
+    return true;
+}
+
+// Recognises DONE_<step> (Done) and model_<step>.bin, state_<step>_<rank>.bin and the temporary files
+// of any of the three (Other: files of that step): + ".tmp.<hex digits>" (atomic_file_open's names)
+// or + ".tmp" (earlier builds). Steps have at least 8 digits, ranks at least 5.
 inline CkptFileKind ckpt_classify_(const char* name, int* step) {
     const char* prefixes[] = {"DONE_", "model_", "state_"};
     for (int k = 0; k < 3; k++) {
@@ -174,8 +194,7 @@ inline CkptFileKind ckpt_classify_(const char* name, int* step) {
         }
         *step = (int)s;
         if (*q == '\0') return k == 0 ? CkptFileKind::Done : CkptFileKind::Other;
-        if (strcmp(q, ".tmp") == 0) return CkptFileKind::Other;
-        return CkptFileKind::None;
+        return ckpt_is_temp_suffix_(q) ? CkptFileKind::Other : CkptFileKind::None;
     }
     return CkptFileKind::None;
 }
@@ -198,14 +217,6 @@ inline std::map<int, CkptEntry> ckpt_scan_(const std::string& dir) {
     }
     closedir(d);
     return out;
-}
-
-inline int ckpt_find_latest(const std::string& dir) {
-    std::map<int, CkptEntry> entries = ckpt_scan_(dir);
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-        if (it->second.done) return it->first;
-    }
-    return -1;
 }
 
 // Why checkpoint `step` of dir, which its DONE file marks complete, cannot be resumed ("" when it can):
@@ -231,10 +242,27 @@ inline std::string ckpt_incomplete_problem(const std::string& dir, int step, int
         const bool there = stat(f.c_str(), &sb) == 0;
         if (there && S_ISREG(sb.st_mode)) continue;
         return "-o " + dir + ": the checkpoint of step " + std::to_string(step) + " is incomplete: '" + done +
-               "' marks it complete, but '" + f + "' " + (there ? "is not a regular file" : "is missing") +
+               "' marks it complete, but '" + f + "' " +
+               (there ? std::string("is ") + file_type_name(sb.st_mode) + ", not a regular file" : std::string("is missing")) +
                ". Restore that file, or delete the DONE file to resume from the checkpoint before it";
     }
     return "";
+}
+
+inline int ckpt_find_latest(const std::string& dir) {
+    std::map<int, CkptEntry> entries = ckpt_scan_(dir);
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+        if (!it->second.done) continue;
+        const std::string done = ckpt_done_path(dir, it->first);
+        struct stat sb;
+        if (stat(done.c_str(), &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            if (S_ISDIR(sb.st_mode)) fatal("%s", ckpt_incomplete_problem(dir, it->first, -1).c_str());
+            fatal("-o: '%s' is %s, not a regular file (a checkpoint is complete once its DONE file exists, "
+                  "an empty file)", done.c_str(), file_type_name(sb.st_mode));
+        }
+        return it->first;
+    }
+    return -1;
 }
 
 inline std::vector<std::string> ckpt_remove_leftovers(const std::string& dir, int rank) {
@@ -247,13 +275,17 @@ inline std::vector<std::string> ckpt_remove_leftovers(const std::string& dir, in
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) {
         int step;
-        const size_t len = name.size();
-        if (len < 4 || name.compare(len - 4, 4, ".tmp") != 0) continue;
+        const size_t dot = name.find(".tmp");
+        if (dot == std::string::npos || !ckpt_is_temp_suffix_(name.c_str() + dot)) continue;
         if (ckpt_classify_(name.c_str(), &step) != CkptFileKind::Other) continue;
         int owner = 0;  // model_ and DONE_ files are rank 0's
         if (name.compare(0, 6, "state_") == 0) owner = atoi(name.c_str() + name.find('_', 6) + 1);  // state_<step>_<rank>
         if (owner != rank) continue;
         const std::string path = dir + "/" + name;
+        // only what a writer of ours leaves: a regular file (lstat: a link by that name is not ours, and
+        // unlink would remove the link itself anyway, never what it points to)
+        struct stat sb;
+        if (lstat(path.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
         if (unlink(path.c_str()) == 0) removed.push_back(path);
         else fprintf(stderr, "warning: cannot delete leftover '%s': %s\n", path.c_str(), strerror(errno));
     }
@@ -409,6 +441,42 @@ struct CheckpointRead {
     std::vector<float> m, v, master;  // master: empty when the state file has no master block
 };
 
+// A checkpoint file of `step` that is really a file of another step: a symbolic link whose target is
+// named as a checkpoint file of another step, or a hard link shared with another step's file of dir
+// (file names from ckpt_classify_). Returns that step and, in *other, that file; -1 when none is seen.
+// (A copy of another step's model file is not seen here: the model file holds no step. The state
+// file's header does: checkpoint_read compares it.)
+inline int ckpt_linked_step_(const std::string& dir, const std::string& path, int step, std::string* other) {
+    auto base_name = [&](const std::string& p) { return p.substr(p.rfind('/') + 1); };
+    const std::string own = base_name(path);
+    char* real = realpath(path.c_str(), nullptr);
+    if (real != nullptr) {
+        const std::string target(real);
+        free(real);
+        const std::string name = base_name(target);
+        int s;
+        // same kind of file (model_ / state_ prefix) under another step
+        if (name.compare(0, 6, own.substr(0, 6)) == 0 && ckpt_classify_(name.c_str(), &s) == CkptFileKind::Other && s != step) {
+            *other = target;
+            return s;
+        }
+    }
+    struct stat sb;
+    if (stat(path.c_str(), &sb) != 0 || sb.st_nlink < 2) return -1;
+    for (const auto& it : ckpt_scan_(dir)) {
+        if (it.first == step) continue;
+        for (const std::string& f : it.second.files) {
+            struct stat fb;
+            if (base_name(f).compare(0, 6, own.substr(0, 6)) != 0 || stat(f.c_str(), &fb) != 0) continue;
+            if (fb.st_dev == sb.st_dev && fb.st_ino == sb.st_ino) {
+                *other = f;
+                return it.first;
+            }
+        }
+    }
+    return -1;
+}
+
 inline void checkpoint_read(CheckpointRead* out, const std::string& dir, int step, const GPT2Config& expect,
                             const std::string& cfg_source, int num_processes, int rank, size_t shard,
                             bool bf16_build, bool master_weights, ZeroLayout layout = ZeroLayout::llmc) {
@@ -417,6 +485,15 @@ inline void checkpoint_read(CheckpointRead* out, const std::string& dir, int ste
     r.step = step;
     r.model_path = ckpt_model_path(dir, step);
     r.state_path = ckpt_state_path(dir, step, rank);
+    for (const std::string* p : {&r.model_path, &r.state_path}) {
+        std::string other;
+        const int linked = ckpt_linked_step_(dir, *p, step, &other);
+        if (linked >= 0) {
+            fatal("%s file '%s' is a link to '%s', a file of step %d, but it is resumed as step %d: the checkpoint "
+                  "of step %d is not complete (delete DONE_%08d, or resume from another -o)",
+                  p == &r.model_path ? "model" : "state", p->c_str(), other.c_str(), linked, step, step, step);
+        }
+    }
     r.info = model_file_read_header(r.model_path.c_str());
     if (memcmp(&r.info.cfg, &expect, sizeof(GPT2Config)) != 0) {
         fatal("checkpoint '%s' has a different model configuration than %s", r.model_path.c_str(), cfg_source.c_str());
@@ -443,6 +520,10 @@ inline void checkpoint_read(CheckpointRead* out, const std::string& dir, int ste
     if (body.has_master()) r.master.resize(shard);
     r.rs = run_state_read(r.state_path, state_body_buffers(body, r.m.data(), r.v.data(), r.master.data()),
                           num_processes, rank);
+    if (r.rs.step != step) {  // checked after the checksum: this is the step the file was written at
+        fatal("state file '%s' holds step %d, but it is resumed as step %d: it is not the state of that checkpoint "
+              "(delete DONE_%08d, or resume from another -o)", r.state_path.c_str(), r.rs.step, step, step);
+    }
     const std::string values = state_body_values_problem(r.m, r.v, r.master);
     if (!values.empty()) fatal("run state file '%s' %s: the file is damaged", r.state_path.c_str(), values.c_str());
 }

@@ -130,7 +130,7 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
 
     int32_t header[FILE_HEADER_INTS];
     long size = 0;
-    FILE* f = file_header_open(path, EVAL_MAGIC, header, &size);
+    FilePtr f = file_header_open(path, EVAL_MAGIC, header, &size);
     if (header[2] <= 0) fatal("eval file '%s' says it has %d examples", path, header[2]);
     if (header[3] < 0) fatal("eval file '%s' says its longest example is %d bytes: corrupted header", path, header[3]);
     size_t n = (size_t)header[2];
@@ -140,8 +140,8 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
     const size_t body_bytes = (size_t)size - FILE_HEADER_BYTES;
     const size_t body_words = body_bytes / sizeof(uint16_t);
     std::vector<uint16_t> body(body_words);
-    fread_check(body.data(), sizeof(uint16_t), body_words, f, path);
-    fclose_check(f, path);
+    fread_check(body.data(), sizeof(uint16_t), body_words, f.get(), path);
+    fclose_check(f.release(), path);
 
     size_t pos = 0;  // in uint16 words
     auto need = [&](size_t words, size_t ex) {

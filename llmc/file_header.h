@@ -5,7 +5,8 @@
  * eval file, tokenizer) opens its file through file_header_open / file_header_check, so a file that
  * is too short, of another kind or of an unknown version gets the same message whatever was passed:
  *
- *   KIND 'PATH' is a directory, not a file
+ *   KIND 'PATH' is a directory, not a regular file   (also a FIFO, a device: nothing is opened that
+ *                                                    could block or is no file)
  *   KIND 'PATH' is too small to hold a header (N bytes, need 1024)
  *   KIND 'PATH' has bad magic M (WHAT M BELONGS TO), expected E
  *   KIND 'PATH' has version V, expected VERSIONS
@@ -15,7 +16,7 @@
  * API
  *   const FileFormat& file_format(int32_t magic)          the row of a magic (fatal if none: a bug)
  *   const char* file_kind_of_magic(int32_t magic)          "a token shard", ... for messages
- *   FILE* file_header_open(path, magic, h, &size)          fopen + file_header_check; fatal naming path
+ *   FilePtr file_header_open(path, magic, h, &size)        fopen + file_header_check; fatal naming path
  *   void  file_header_check(fp, path, magic, h, &size)     reads h[0, 256) of an open file, checks the
  *                                                          size, magic and version; fp after the header
  *   void  file_header_read(path, magic, h, &size)          the same, file closed again
@@ -85,8 +86,6 @@ inline const char* file_kind_of_magic(int32_t magic) {
 
 inline void file_header_check(FILE* fp, const char* path, int32_t magic, int32_t h[FILE_HEADER_INTS], long* size) {
     const FileFormat& f = file_format(magic);
-    struct stat st;
-    if (fstat(fileno(fp), &st) == 0 && S_ISDIR(st.st_mode)) fatal("%s '%s' is a directory, not a file", f.kind, path);
     *size = file_size_of(fp, path);
     if (*size < static_cast<long>(FILE_HEADER_BYTES)) {
         fatal("%s '%s' is too small to hold a header (%ld bytes, need %zu)", f.kind, path, *size, FILE_HEADER_BYTES);
@@ -100,14 +99,18 @@ inline void file_header_check(FILE* fp, const char* path, int32_t magic, int32_t
     }
 }
 
-inline FILE* file_header_open(const char* path, int32_t magic, int32_t h[FILE_HEADER_INTS], long* size) {
-    FILE* fp = fopen_check(path, "rb");
-    file_header_check(fp, path, magic, h, size);
+inline FilePtr file_header_open(const char* path, int32_t magic, int32_t h[FILE_HEADER_INTS], long* size) {
+    struct stat st;  // named by kind before the open (which refuses the same, naming only the path)
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fatal("%s '%s' is %s, not a regular file", file_format(magic).kind, path, file_type_name(st.st_mode));
+    }
+    FilePtr fp(fopen_check(path, "rb"));
+    file_header_check(fp.get(), path, magic, h, size);
     return fp;
 }
 
 inline void file_header_read(const char* path, int32_t magic, int32_t h[FILE_HEADER_INTS], long* size) {
-    fclose_check(file_header_open(path, magic, h, size), path);
+    fclose_check(file_header_open(path, magic, h, size).release(), path);
 }
 
 // `says`: what the header's fields give, e.g. "120 tokens"; want: the bytes they take, header included.

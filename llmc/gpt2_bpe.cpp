@@ -58,18 +58,44 @@ static std::string exe_dir() {
 }
 
 // Runs argv[0] (looked up in PATH) with exactly these arguments, no shell in between: a path with
-// quotes, $(...) or spaces is one argument like any other. Returns true when it ran and exited 0.
-static bool run_argv(const std::vector<std::string>& args) {
+// quotes, $(...) or spaces is one argument like any other; its standard output goes to out_fd. Returns
+// true when it ran and exited 0.
+static bool run_argv(const std::vector<std::string>& args, int out_fd) {
     std::vector<char*> argv;
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    if (posix_spawn_file_actions_init(&actions) != 0) return false;
     pid_t pid;
-    if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return false;
+    const bool spawned = posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO) == 0 &&
+                         posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0;
+    posix_spawn_file_actions_destroy(&actions);
+    if (!spawned) return false;
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) return false;
     }
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// curl writes to its standard output, a new temporary file beside dst that we create (temp_file_create:
+// a random name, created exclusively, so never a link planted under a fixed name), renamed over dst
+// once complete. curl itself opens no file. Three tries, each from an empty file.
+static bool download_to(const std::string& url, const std::string& dst) {
+    std::string tmp;
+    FilePtr out(temp_file_create(dst, &tmp));
+    if (out == nullptr) return false;
+    const int fd = fileno(out.get());
+    bool ok = false;
+    for (int attempt = 0; attempt < 3 && !ok; attempt++) {
+        if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) break;
+        ok = run_argv({"curl", "-fsSL", url}, fd);
+    }
+    ok = ok && fsync(fd) == 0;
+    out.reset();
+    if (ok && rename(tmp.c_str(), dst.c_str()) == 0) return true;
+    unlink(tmp.c_str());
+    return false;
 }
 
 bool gpt2_vocab_download(const std::string& dir, const char* base_url) {
@@ -78,13 +104,9 @@ bool gpt2_vocab_download(const std::string& dir, const char* base_url) {
     if (ec) return false;
     for (const char* name : {"encoder.json", "vocab.bpe"}) {
         const std::string dst = dir + "/" + name;
-        const std::string tmp = dst + ".tmp";
         const std::string url = std::string(base_url) + name;
         fprintf(stderr, "downloading %s -> %s\n", url.c_str(), dst.c_str());
-        if (!run_argv({"curl", "-fsSL", "--retry", "2", "-o", tmp, url}) || rename(tmp.c_str(), dst.c_str()) != 0) {
-            remove(tmp.c_str());
-            return false;
-        }
+        if (!download_to(url, dst)) return false;
     }
     return true;
 }

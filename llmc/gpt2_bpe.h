@@ -54,7 +54,8 @@ std::string gpt2_vocab_dir_find(const char* flag_dir);
 
 // Downloads encoder.json and vocab.bpe from base_url into dir (created if missing) by running curl with
 // an argument vector (posix_spawnp; no shell, so no character of dir or the URL is ever interpreted).
-// Each file goes to <file>.tmp first and is renamed when complete. false if curl is missing or fails.
+// curl writes each file to its standard output, a new temporary file <file>.tmp.<hex> (created
+// exclusively, never through a link), renamed when complete. false if curl is missing or fails.
 constexpr const char* GPT2_VOCAB_URL = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/";
 bool gpt2_vocab_download(const std::string& dir, const char* base_url);
 

@@ -13,9 +13,13 @@
  * Resuming from checkpoint k: logger_init(..., resume_step = k) drops every "s:" line with s >= k and
  * keeps the rest (and lines it does not recognise): the resumed run logs val/eval of step k and the
  * train lines from s:k on again, and lines a crashed run wrote after its last checkpoint describe
- * steps that get redone. The trimmed file replaces main.log atomically and is then appended to.
- * resume_step <= 0 truncates (fresh start). (llm.c appends on resume without trimming, so its log
- * can hold a step twice; readers such as dev/plot_log.py take the last value.)
+ * steps that get redone. resume_step <= 0 starts an empty log (fresh start). (llm.c appends on resume
+ * without trimming, so its log can hold a step twice; readers such as dev/plot_log.py take the last
+ * value.)
+ * Either way the new main.log (kept lines, or nothing) is written to a temporary file that replaces
+ * main.log atomically (llmc/utils.h AtomicFile), and that file is then appended to: a link planted at
+ * main.log (or at a temporary name) is never written through, and a main.log that is a link is
+ * refused on resume rather than read.
  *
  * API
  *   void logger_init(Logger*, const char* log_dir, int process_rank, int resume_step)  dir may be NULL
@@ -36,34 +40,34 @@ struct Logger {
     std::string path;
 };
 
-// Drops the lines of path that the run resumed at resume_step will write again; atomic rewrite.
-inline void logger_trim_(const std::string& path, int resume_step) {
-    FILE* in = fopen(path.c_str(), "rb");
-    if (in == nullptr) return;  // nothing logged yet
+// The lines of path that the run resumed at resume_step keeps ("" when there is no such file).
+inline std::string logger_kept_lines_(const std::string& path, int resume_step) {
+    // O_NOFOLLOW: the log is ours to rewrite; its content is not taken from wherever a link points
+    FilePtr in(fopen_regular(path.c_str(), O_RDONLY | O_NOFOLLOW, "rb"));
+    if (in == nullptr) {
+        if (errno == ENOENT) return "";  // nothing logged yet
+        if (errno == ELOOP) fatal("'%s' is a symbolic link: the log in -o is rewritten on resume, not through a link", path.c_str());
+        fatal("cannot open '%s': %s", path.c_str(), strerror(errno));
+    }
     std::string kept, line;
     int c;
-    bool any_dropped = false;
     auto finish_line = [&]() {
         int step, n = 0;
         bool drop = false;
         if (sscanf(line.c_str(), "s:%d %n", &step, &n) == 1 && n > 0) drop = step >= resume_step;
-        if (drop) any_dropped = true;
-        else kept += line;
+        if (!drop) kept += line;
         line.clear();
     };
-    while ((c = fgetc(in)) != EOF) {
+    while ((c = fgetc(in.get())) != EOF) {
         line += (char)c;
         if (c == '\n') finish_line();
     }
+    if (ferror(in.get())) fatal("read error on '%s': %s", path.c_str(), strerror(errno));
     if (!line.empty()) {
         line += '\n';  // a crash mid-line leaves no newline
         finish_line();
     }
-    fclose(in);
-    if (!any_dropped) return;
-    AtomicFile f = atomic_file_open(path);
-    fwrite_check(kept.data(), 1, kept.size(), f.fp, f.tmp_path.c_str());
-    atomic_file_commit(f);
+    return kept;
 }
 
 inline void logger_init(Logger* lg, const char* log_dir, int process_rank, int resume_step) {
@@ -71,12 +75,10 @@ inline void logger_init(Logger* lg, const char* log_dir, int process_rank, int r
     lg->path.clear();
     if (log_dir == nullptr || log_dir[0] == '\0' || process_rank != 0) return;
     lg->path = std::string(log_dir) + "/main.log";
-    if (resume_step > 0) {
-        logger_trim_(lg->path, resume_step);
-        lg->fp = fopen_check(lg->path.c_str(), "ab");
-    } else {
-        lg->fp = fopen_check(lg->path.c_str(), "wb");
-    }
+    const std::string kept = resume_step > 0 ? logger_kept_lines_(lg->path, resume_step) : "";
+    AtomicFile f = atomic_file_open(lg->path);
+    fwrite_check(kept.data(), 1, kept.size(), f.fp, f.tmp_path.c_str());
+    lg->fp = atomic_file_commit(f, true);
 }
 
 inline void logger_line_(Logger* lg, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -527,7 +527,8 @@ inline void model_file_read_params(const char* path, const ModelFileInfo& info, 
     }
     DType have = model_file_dtype(info.version);
     size_t n = gpt2_num_parameters(info.cfg);
-    FILE* fp = fopen_check(path, "rb");
+    FilePtr file(fopen_check(path, "rb"));
+    FILE* fp = file.get();
     long size = file_size_of(fp, path);
     if (static_cast<size_t>(size) != model_file_expected_bytes(info)) {
         fatal("'%s' changed size since its header was read (%ld bytes, expected %zu)", path, size,
@@ -545,7 +546,7 @@ inline void model_file_read_params(const char* path, const ModelFileInfo& info, 
             convert_params(buf.data(), have, out + done * dtype_size(want), want, k);
         }
     }
-    fclose_check(fp, path);
+    fclose_check(file.release(), path);
 }
 
 // Where flat parameter index i (checkpoint order) lies: "element 5 of layer 3's qkvw" / "element 7 of wte".
@@ -682,7 +683,8 @@ struct DebugState {
 inline DebugState debug_state_read(const char* path, const GPT2Config& cfg) {
     int32_t h[FILE_HEADER_INTS];
     long size = 0;
-    FILE* fp = file_header_open(path, DEBUG_STATE_MAGIC, h, &size);
+    FilePtr file = file_header_open(path, DEBUG_STATE_MAGIC, h, &size);
+    FILE* fp = file.get();
     DebugState s;
     s.version = h[1];
     s.B = h[2];
@@ -745,7 +747,7 @@ inline DebugState debug_state_read(const char* path, const GPT2Config& cfg) {
         fread_check(&s.fp32_loss_noise_max, sizeof(float), 1, fp, path);
         fread_check(&s.fp32_loss_noise_mean, sizeof(float), 1, fp, path);
     }
-    fclose_check(fp, path);
+    fclose_check(file.release(), path);
     for (size_t i = 0; i < BT; i++) {
         if (s.x[i] < 0 || s.x[i] >= s.V || s.y[i] < 0 || s.y[i] >= s.V) {
             fatal("'%s': token %zu out of range (x=%d y=%d, V=%d)", path, i, s.x[i], s.y[i], s.V);

@@ -379,7 +379,7 @@ static_assert(sizeof(FsIdFile) == 24 + NCCL_ID_BYTES && sizeof(FsAckFile) == 16 
 // Reads exactly sizeof(T) bytes from a file that must be exactly that long; false if absent or different.
 template <class T>
 bool read_small_file(const std::string& path, T* out) {
-    FILE* fp = fopen(path.c_str(), "rb");
+    FILE* fp = fopen_input(path.c_str());  // a FIFO there is refused, not waited on
     if (fp == nullptr) return false;
     bool ok = fread(out, sizeof(T), 1, fp) == 1 && fgetc(fp) == EOF;
     fclose(fp);

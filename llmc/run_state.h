@@ -318,18 +318,19 @@ inline RunState run_state_header_(const std::string& path, int32_t* header, FILE
 }
 
 inline RunState run_state_peek(const std::string& path) {
-    FILE* fp = fopen_check(path.c_str(), "rb");
+    FilePtr fp(fopen_check(path.c_str(), "rb"));
     int32_t header[FILE_HEADER_INTS];
     long size;
-    RunState rs = run_state_header_(path, header, fp, &size);
-    fclose_check(fp, path.c_str());
+    RunState rs = run_state_header_(path, header, fp.get(), &size);
+    fclose_check(fp.release(), path.c_str());
     return rs;
 }
 
 inline RunState run_state_read(const std::string& path, const std::vector<HostBuffer>& body,
                                int num_processes, int process_rank) {
     const char* p = path.c_str();
-    FILE* fp = fopen_check(p, "rb");
+    FilePtr file(fopen_check(p, "rb"));
+    FILE* fp = file.get();
     int32_t header[FILE_HEADER_INTS];
     long file_size;
     RunState rs = run_state_header_(path, header, fp, &file_size);
@@ -362,7 +363,7 @@ inline RunState run_state_read(const std::string& path, const std::vector<HostBu
     size_t tail_size = (size_t)file_size - FILE_HEADER_BYTES - expected_body;
     std::vector<unsigned char> tail(tail_size);
     fread_check(tail.data(), 1, tail_size, fp, p);
-    fclose_check(fp, p);
+    fclose_check(file.release(), p);
     checksum_update(&ck, tail.data(), tail.size());
 
     size_t pos = 0;

@@ -7,14 +7,16 @@
  *   if (tokenizer_init(&tok, "gpt2_tokenizer.bin")) { tokenizer_print(stdout, &tok, id); tokenizer_free(&tok); }
  *
  * A missing file is not an error (one warning line, tokenizer_init returns false); a file that is there
- * but malformed (magic, version, size, truncation) is: fatal() naming the file.
+ * but malformed (magic, version, size, truncation) or not a regular file (a FIFO) is: fatal() naming
+ * the file. A refused file leaves *t empty and nothing allocated (fatal() may throw: fuzz builds).
  */
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "llmc/file_header.h"
 #include "llmc/utils.h"
@@ -22,45 +24,49 @@
 struct Tokenizer {
     uint32_t vocab_size = 0;
     uint32_t eot_token = 0;
-    char** token_table = nullptr;    // id -> NUL-terminated bytes (a token may hold a 0 byte: use token_len)
-    uint8_t* token_len = nullptr;    // id -> byte length
+    std::vector<std::string> tokens;  // id -> bytes (a token may hold a 0 byte; c_str() is NUL-terminated)
 };
 
 inline bool tokenizer_init(Tokenizer* t, const char* path) {
     *t = Tokenizer();
-    FILE* fp = fopen(path, "rb");
-    if (fp == nullptr) {
+    FilePtr file(fopen_input(path));  // a FIFO or directory: fatal() naming it
+    if (file == nullptr) {
         fprintf(stderr, "warning: cannot open tokenizer '%s' (%s): samples will not be decoded "
                         "(dev/data/tinyshakespeare.sh or 'gpt2tok write-bin' writes it)\n", path, strerror(errno));
         return false;
     }
+    FILE* fp = file.get();
     int32_t header[FILE_HEADER_INTS];
     long size = 0;
     file_header_check(fp, path, TOKENIZER_MAGIC, header, &size);
-    t->vocab_size = (uint32_t)header[2];
-    t->eot_token = header[1] == 2 ? (uint32_t)header[3] : 50256;   // version 1 predates the eot slot
-    if (t->vocab_size == 0 || t->vocab_size > (1u << 24) || t->eot_token >= t->vocab_size) {
-        fatal("'%s' has a bad header: vocab size %u, end-of-text id %u", path, t->vocab_size, t->eot_token);
+    const uint32_t vocab_size = (uint32_t)header[2];
+    const uint32_t eot_token = header[1] == 2 ? (uint32_t)header[3] : 50256;   // version 1 predates the eot slot
+    if (vocab_size == 0 || vocab_size > (1u << 24) || eot_token >= vocab_size) {
+        fatal("'%s' has a bad header: vocab size %u, end-of-text id %u", path, vocab_size, eot_token);
     }
-    t->token_table = (char**)malloc_check(t->vocab_size * sizeof(char*));
-    t->token_len = (uint8_t*)malloc_check(t->vocab_size);
-    for (uint32_t i = 0; i < t->vocab_size; i++) {
+    // each token takes at least 2 bytes: a vocabulary the file cannot hold is refused before any allocation
+    if ((uint64_t)size - FILE_HEADER_BYTES < 2ull * vocab_size) {
+        fatal("'%s' is truncated: %ld bytes cannot hold the %u tokens its header says", path, size, vocab_size);
+    }
+    std::vector<std::string> tokens(vocab_size);
+    for (uint32_t i = 0; i < vocab_size; i++) {
         uint8_t n;
         fread_check(&n, 1, 1, fp, path);
         if (n == 0) fatal("'%s': token %u has length 0", path, i);
-        t->token_table[i] = (char*)malloc_check(n + 1);
-        fread_check(t->token_table[i], 1, n, fp, path);
-        t->token_table[i][n] = '\0';
-        t->token_len[i] = n;
+        tokens[i].resize(n);
+        fread_check(&tokens[i][0], 1, n, fp, path);
     }
-    if (fgetc(fp) != EOF) fatal("'%s' has bytes after the last of its %u tokens", path, t->vocab_size);
-    fclose(fp);
+    if (fgetc(fp) != EOF) fatal("'%s' has bytes after the last of its %u tokens", path, vocab_size);
+    fclose_check(file.release(), path);
+    t->vocab_size = vocab_size;
+    t->eot_token = eot_token;
+    t->tokens = std::move(tokens);
     return true;
 }
 
 // Bytes of token id, NUL-terminated; nullptr for an id outside the vocabulary.
 inline const char* tokenizer_decode(const Tokenizer* t, uint32_t id) {
-    return id < t->vocab_size ? t->token_table[id] : nullptr;
+    return id < t->vocab_size ? t->tokens[id].c_str() : nullptr;
 }
 
 // Prints a token so that it cannot garble a terminal: printable ASCII, '\n' and '\t' and complete
@@ -71,8 +77,8 @@ inline void tokenizer_print(FILE* out, const Tokenizer* t, uint32_t id) {
         fprintf(out, "<id %u>", id);
         return;
     }
-    const unsigned char* s = (const unsigned char*)t->token_table[id];
-    const size_t n = t->token_len[id];
+    const unsigned char* s = (const unsigned char*)t->tokens[id].data();
+    const size_t n = t->tokens[id].size();
     for (size_t i = 0; i < n;) {
         unsigned char c = s[i];
         size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
@@ -95,11 +101,4 @@ inline void tokenizer_print(FILE* out, const Tokenizer* t, uint32_t id) {
     }
 }
 
-inline void tokenizer_free(Tokenizer* t) {
-    if (t->token_table != nullptr) {
-        for (uint32_t i = 0; i < t->vocab_size; i++) free(t->token_table[i]);
-        free(t->token_table);
-    }
-    free(t->token_len);
-    *t = Tokenizer();
-}
+inline void tokenizer_free(Tokenizer* t) { *t = Tokenizer(); }

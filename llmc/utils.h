@@ -1,20 +1,29 @@
 /*
  * Host-side utilities shared by every part of the project (no CUDA needed):
  *  - fatal(): the one way to report bad input (file, flag, data): one clear line, exit code 1.
- *  - checked wrappers for stdio and malloc that name the failing file and source line.
- *  - write-to-temp-then-rename for files that must never be seen half written.
+ *  - checked wrappers for stdio and malloc that name the failing file and source line; fopen_check
+ *    opens regular files only (a FIFO as an input would block the reader forever) and never writes
+ *    through a symbolic link.
+ *  - FilePtr: a FILE closed when its scope ends, also when fatal() throws (fuzz and test builds).
+ *  - write-to-temp-then-rename for files that must never be seen half written (AtomicFile).
  * Errors in our own code (broken invariants) use assert-like checks; errors a user can cause go
  * through fatal() so they never crash or hang.
  */
 #pragma once
 
 #include <atomic>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <random>
 #include <string>
 
 #ifdef LLMC_FATAL_THROWS
@@ -85,9 +94,74 @@ inline void loader_shape_set(LoaderShape* s, const char* what, size_t B, size_t 
 // ----------------------------------------------------------------------------
 // checked stdio
 
-inline FILE* fopen_check_(const char* path, const char* mode, const char* file, int line) {
-    FILE* fp = fopen(path, mode);
+// A FILE owned by its scope: closed when the scope ends, also when fatal() throws. A reader that
+// refuses its input with fatal() then leaves no open file behind (fuzz builds catch the throw and
+// read the next input; the process would run out of descriptors and memory otherwise).
+struct FileCloser {
+    void operator()(FILE* fp) const { fclose(fp); }
+};
+using FilePtr = std::unique_ptr<FILE, FileCloser>;
+
+// What st_mode is, for messages: "a FIFO (named pipe)", "a directory", ...
+inline const char* file_type_name(mode_t mode) {
+    if (S_ISREG(mode)) return "a regular file";
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISLNK(mode)) return "a symbolic link";
+    return "not a regular file";
+}
+
+// Opens path with open(2) flags `flags` as a stdio stream of mode `mode`, for regular files only.
+// Returns nullptr with errno set when open(2) fails. O_NONBLOCK makes the open of a FIFO return at
+// once (a blocking open waits for the other end, forever if there is none); anything but a regular
+// file is then refused with fatal() naming it, and the descriptor goes back to blocking mode.
+inline FILE* fopen_regular(const char* path, int flags, const char* mode) {
+    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0644);  // 0644: new files, subject to the umask
+    if (fd < 0) return nullptr;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        const int err = errno;
+        close(fd);
+        errno = err;
+        return nullptr;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        fatal("'%s' is %s, not a regular file: refusing to %s it", path, file_type_name(sb.st_mode),
+              (flags & O_ACCMODE) == O_RDONLY ? "read" : "write");
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    FILE* fp = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ? nullptr : fdopen(fd, mode);
     if (fp == nullptr) {
+        const int err = errno;
+        close(fd);
+        errno = err;
+    }
+    return fp;
+}
+
+// Opens an input file for reading: nullptr (errno set) when it cannot be opened; fatal() naming it
+// when it is anything but a regular file (a FIFO, a directory, a device). Follows symbolic links.
+inline FILE* fopen_input(const char* path) { return fopen_regular(path, O_RDONLY, "rb"); }
+
+// fopen with a message naming the file on failure. Regular files only (fopen_regular). Read modes
+// follow symbolic links; write and append modes ("w", "a", "r+") refuse to open through one
+// (O_NOFOLLOW): an output opened by name is never redirected to a file elsewhere.
+inline FILE* fopen_check_(const char* path, const char* mode, const char* file, int line) {
+    const bool plus = strchr(mode, '+') != nullptr;
+    int flags = plus ? O_RDWR : mode[0] == 'r' ? O_RDONLY : O_WRONLY;
+    if (mode[0] == 'w') flags |= O_CREAT | O_TRUNC;
+    if (mode[0] == 'a') flags |= O_CREAT | O_APPEND;
+    if (flags != O_RDONLY) flags |= O_NOFOLLOW;
+    FILE* fp = fopen_regular(path, flags, mode);
+    if (fp == nullptr) {
+        if (errno == ELOOP && (flags & O_NOFOLLOW)) {
+            fatal("cannot open '%s' for writing: it is a symbolic link, and outputs are never written through "
+                  "one  [%s:%d]", path, file, line);
+        }
         fatal("cannot open '%s' (mode %s): %s  [%s:%d]", path, mode, strerror(errno), file, line);
     }
     return fp;
@@ -153,34 +227,78 @@ inline void* malloc_check_(size_t size, const char* file, int line) {
 #define malloc_check(size) malloc_check_(size, __FILE__, __LINE__)
 
 // ----------------------------------------------------------------------------
-// Atomic file replacement: write to "<path>.tmp", flush + fsync, rename over <path>.
-// A crash or a full disk at any point leaves either the old complete file or the new complete file.
-
-#include <unistd.h>
+// Atomic file replacement: the content goes to a new temporary file beside the target,
+// "<path>.tmp.<8 hex digits>", then flush + fsync and rename over <path>. A crash or a full disk at any
+// point leaves either the old complete file or the new complete file (and at worst the temporary file:
+// llmc/checkpoint.h removes those of a checkpoint on resume).
+// The temporary file is created exclusively (O_CREAT | O_EXCL | O_NOFOLLOW, mode 0644 under the umask):
+// whatever already has that name (a link planted there to redirect the write, a FIFO, a leftover) is
+// never opened or followed; another random name is drawn instead. The rename replaces a link at
+// <path> itself, never the file it points to. An AtomicFile destroyed uncommitted (fatal() throwing in
+// fuzz and test builds) closes and deletes its temporary file.
+//
+//   AtomicFile f = atomic_file_open(path);   fwrite_check(..., f.fp, f.tmp_path.c_str());   atomic_file_commit(f);
 
 struct AtomicFile {
     FILE* fp = nullptr;
     std::string final_path;
     std::string tmp_path;
+
+    AtomicFile() = default;
+    AtomicFile(AtomicFile&& o) noexcept : fp(o.fp), final_path(std::move(o.final_path)), tmp_path(std::move(o.tmp_path)) {
+        o.fp = nullptr;
+    }
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+    AtomicFile& operator=(AtomicFile&&) = delete;
+    ~AtomicFile() {
+        if (fp != nullptr) {
+            fclose(fp);
+            unlink(tmp_path.c_str());
+        }
+    }
 };
+
+constexpr int ATOMIC_FILE_NAME_TRIES = 100;
+
+// "<path>.tmp.<8 hex digits>", created exclusively; *out_path gets the name. Returns nullptr (errno
+// set) if no name could be created.
+inline FILE* temp_file_create(const std::string& path, std::string* out_path) {
+    static std::random_device rd;  // getrandom() on Linux: names an attacker cannot plant in advance
+    for (int i = 0; i < ATOMIC_FILE_NAME_TRIES; i++) {
+        char suffix[16];
+        snprintf(suffix, sizeof(suffix), ".tmp.%08x", (unsigned)rd());
+        *out_path = path + suffix;
+        FILE* fp = fopen_regular(out_path->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, "wb");
+        if (fp != nullptr || errno != EEXIST) return fp;
+    }
+    return nullptr;
+}
 
 inline AtomicFile atomic_file_open(const std::string& path) {
     AtomicFile f;
     f.final_path = path;
-    f.tmp_path = path + ".tmp";
-    f.fp = fopen_check(f.tmp_path.c_str(), "wb");
+    f.fp = temp_file_create(path, &f.tmp_path);
+    if (f.fp == nullptr) {
+        fatal("cannot open '%s' for writing (temporary file '%s'): %s", path.c_str(), f.tmp_path.c_str(), strerror(errno));
+    }
     return f;
 }
 
-inline void atomic_file_commit(AtomicFile& f) {
+// keep_open: returns the file, still open, for more writes to it under its final name (main.log is
+// appended to); the caller closes it. Else returns nullptr.
+inline FILE* atomic_file_commit(AtomicFile& f, bool keep_open = false) {
     if (fflush(f.fp) != 0 || fsync(fileno(f.fp)) != 0) {
         fatal("cannot flush '%s': %s", f.tmp_path.c_str(), strerror(errno));
     }
-    fclose_check(f.fp, f.tmp_path.c_str());
-    f.fp = nullptr;
     if (rename(f.tmp_path.c_str(), f.final_path.c_str()) != 0) {
         fatal("cannot rename '%s' to '%s': %s", f.tmp_path.c_str(), f.final_path.c_str(), strerror(errno));
     }
+    FILE* fp = f.fp;
+    f.fp = nullptr;  // committed: the destructor leaves the file alone
+    if (keep_open) return fp;
+    fclose_check(fp, f.final_path.c_str());
+    return nullptr;
 }
 
 // ----------------------------------------------------------------------------

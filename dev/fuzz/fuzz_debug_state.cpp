@@ -3,6 +3,7 @@
 #include "llmc/model_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const FuzzNoFileLeftOpen no_file_left_open;
     const char* path = fuzz_write_input(data, size);
     const GPT2Config cfg = {8, 10, 16, 1, 1, 4};  // maxT, V, Vp, L, NH, C
     try {

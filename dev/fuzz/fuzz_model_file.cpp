@@ -5,6 +5,7 @@
 #include "llmc/model_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const FuzzNoFileLeftOpen no_file_left_open;
     const char* path = fuzz_write_input(data, size);
     try {
         ModelFileInfo info = model_file_read_header(path);

@@ -27,6 +27,7 @@ static const std::string& fuzz_shard_pattern() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string& shards = fuzz_shard_pattern();
+    const FuzzNoFileLeftOpen no_file_left_open;
     const char* path = fuzz_write_input(data, size);
     std::vector<float> m(16), v(16), master(16);
     DataLoader dl;

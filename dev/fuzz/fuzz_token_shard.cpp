@@ -3,6 +3,7 @@
 #include "llmc/dataloader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const FuzzNoFileLeftOpen no_file_left_open;
     const char* path = fuzz_write_input(data, size);
     DataLoader dl;
     try {

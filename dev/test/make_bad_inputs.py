@@ -83,7 +83,7 @@ def main(d):
     open(f"{d}/resume/DONE_00000010", "wb").close()
     # -y 1: what a checkpoint killed while writing leaves (no DONE)
     os.makedirs(f"{d}/leftover", exist_ok=True)
-    for name in ("model_00000020.bin.tmp", "state_00000020_00000.bin.tmp"):
+    for name in ("model_00000020.bin.tmp", "state_00000020_00000.bin.tmp", "DONE_00000020.tmp.0a1b2c3d"):
         with open(f"{d}/leftover/{name}", "wb") as f:
             f.write(b"partial")
     # a working directory whose eval file and tokenizer (fixed relative paths) are broken

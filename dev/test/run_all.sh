@@ -166,6 +166,37 @@ expect_fail trainer-bad-tokenizer "tokenizer file 'gpt2_tokenizer.bin' has bad m
 expect_fail trainer-resume-removes-tmp "removed '.*state_00000020_00000.bin.tmp', left by an interrupted checkpoint" \
     "${tr_ok[@]}" -y 1 -o "$bad/leftover"
 run trainer-resume-tmp-gone bash -c "[ -z \"\$(ls '$bad/leftover')\" ]"
+# a FIFO as any input (-i, -j, -e, the eval file, the tokenizer, a state or DONE file of -y 1) is refused
+# by name before the first CUDA call; earlier builds blocked forever in open(), before any message
+# (timeout 10: a hang fails the check)
+ff="$bad/fifo"; rm -rf "$ff" && mkdir -p "$ff/evalcwd/dev/data/hellaswag" "$ff/tokcwd" "$ff/state" "$ff/done" &&
+    mkfifo "$ff/shard.bin" "$ff/model.bin" "$ff/evalcwd/dev/data/hellaswag/hellaswag_val.bin" "$ff/tokcwd/gpt2_tokenizer.bin" &&
+    cp "$bad/resume/model_00000010.bin" "$bad/resume/DONE_00000010" "$ff/state/" && mkfifo "$ff/state/state_00000010_00000.bin" &&
+    cp "$bad/resume/model_00000010.bin" "$bad/resume/state_00000010_00000.bin" "$ff/done/" && mkfifo "$ff/done/DONE_00000010"
+fifo_refused="is a FIFO (named pipe), not a regular file"
+expect_fail trainer-fifo-train "shard.bin' $fifo_refused" timeout 10 "${tr_ok[@]}" -i "$ff/shard.bin"
+expect_fail trainer-fifo-val "shard.bin' $fifo_refused" timeout 10 "${tr_ok[@]}" -j "$ff/shard.bin"
+expect_fail trainer-fifo-init "model.bin' $fifo_refused" timeout 10 "${tr_ok[@]}" -e "$ff/model.bin"
+expect_fail trainer-fifo-eval "hellaswag_val.bin' $fifo_refused" timeout 10 \
+    bash -c 'cd "$1/evalcwd" && "$2" -e custom:L1,C64,NH1 -b 4 -t 64 -i "$3/good_train_*.bin" -j "$3/good_val_*.bin" -h 1' _ "$ff" "$REPO/train_gpt2cu" "$bad"
+expect_fail trainer-fifo-tokenizer "gpt2_tokenizer.bin' $fifo_refused" timeout 10 \
+    bash -c 'cd "$1/tokcwd" && "$2" -e custom:L1,C64,NH1 -b 4 -t 64 -i "$3/good_train_*.bin" -j "$3/good_val_*.bin"' _ "$ff" "$REPO/train_gpt2cu" "$bad"
+expect_fail trainer-fifo-state "state_00000010_00000.bin' $fifo_refused" timeout 10 "${tr_ok[@]}" -y 1 -o "$ff/state"
+expect_fail trainer-fifo-done "DONE_00000010' $fifo_refused" timeout 10 "${tr_ok[@]}" -y 1 -o "$ff/done"
+# -y 1 refuses a state file of another step under this step's name (a copy, a rename): it holds its step
+st="$bad/state-step"; rm -rf "$st" && mkdir -p "$st" && cp "$bad/resume/model_00000010.bin" "$st/model_00000020.bin" &&
+    touch "$st/DONE_00000020" && python3 dev/test/llmc_state.py write "$st/state_00000020_00000.bin" \
+    --params "$(cd dev/test && python3 -c "import make_bad_inputs as m; print(m.d1_num_parameters())")" --step 10 --shuffle 0
+expect_fail trainer-resume-state-of-another-step "state_00000020_00000.bin' holds step 10, but it is resumed as step 20" \
+    "${tr_ok[@]}" -y 1 -o "$st" -sh 0
+# writers never follow a link planted at their temporary name (earlier builds wrote OUT.tmp through it)
+lk="$bad/links"; rm -rf "$lk" && mkdir -p "$lk/out" && echo victim > "$lk/victim.txt" &&
+    ln -s "$lk/victim.txt" "$lk/out/hs.bin.tmp" && ln -s "$lk/victim.txt" "$lk/out/tok.bin.tmp" &&
+    echo '{"ctx": "A man", "endings": ["a","b","c","d"], "label": 1}' > "$lk/hs.jsonl"
+run prepare-dataset-eval-writes-through-no-link bash -c '"$1/prepare_dataset" eval "$2/hs.jsonl" "$2/out/hs.bin" &&
+    [ "$(cat "$2/victim.txt")" = victim ] && [ -f "$2/out/hs.bin" ] && [ ! -L "$2/out/hs.bin" ]' _ "$REPO" "$lk"
+run gpt2tok-write-bin-writes-through-no-link bash -c '"$1/gpt2tok" write-bin "$2/out/tok.bin" &&
+    [ "$(cat "$2/victim.txt")" = victim ] && [ -f "$2/out/tok.bin" ] && [ ! -L "$2/out/tok.bin" ]' _ "$REPO" "$lk"
 # the master-weight block of a state file (llmc/checkpoint.h): a BF16 run with -w 0 refuses one; an FP32
 # run, whose parameters are the fp32 weights (llm.c's FP32 build writes the block), reads one with any -w
 # (this one only up to the body it lacks)
@@ -216,8 +247,8 @@ expect_fail trainer-model-vp-huge "model_vp_huge.bin' has a bad header: padded_v
     "${tr_ok[@]}" -e "$bad/model_vp_huge.bin"
 expect_fail trainer-model-no-heads "model_nh0.bin' has a bad header: num_heads NH=0 is outside \[1, 64\]" \
     "${tr_ok[@]}" -e "$bad/model_nh0.bin"
-expect_fail trainer-model-is-a-directory "model file '.*model_dir.bin' is a directory, not a file" "${tr_ok[@]}" -e "$bad/model_dir.bin"
-expect_fail trainer-shard-is-a-directory "token shard '.*train_000000.bin' is a directory, not a file" \
+expect_fail trainer-model-is-a-directory "model file '.*model_dir.bin' is a directory, not a regular file" "${tr_ok[@]}" -e "$bad/model_dir.bin"
+expect_fail trainer-shard-is-a-directory "token shard '.*train_000000.bin' is a directory, not a regular file" \
     "${tr_ok[@]}" -i "$bad/shard_dir/train_*.bin"
 expect_fail trainer-custom-zero-layers "-e custom:L0,C64,NH1: num_layers L=0 is outside \[1, 1024\]" "${tr_ok[@]}" -e custom:L0,C64,NH1
 # a model of 1000 token ids: samples start at GPT-2's end-of-text 50256, the eval file holds GPT-2 ids

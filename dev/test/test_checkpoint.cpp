@@ -131,7 +131,7 @@ struct Fixture {
         model_file_write(ckpt_model_path(dir.path, kStep).c_str(), cfg, params.data(), DType::FP32,
                          MODEL_FILE_VERSION_FP32);
     }
-    void write_state(const StateBody& body, int num_processes = 1, int rank = 0, int zero_layout = 1) {
+    void write_state(const StateBody& body, int num_processes = 1, int rank = 0, int zero_layout = 1, int step = kStep) {
         const size_t n = body.elements;
         m.resize(n);
         v.resize(n);
@@ -144,11 +144,11 @@ struct Fixture {
         rs.num_processes = num_processes;
         rs.process_rank = rank;
         rs.use_master_weights = body.has_master();
-        rs.step = kStep;
+        rs.step = step;
         rs.rng_state = 99;
         rs.rng_state_last_update = 98;
         rs.zero_layout = zero_layout;
-        run_state_write(ckpt_state_path(dir.path, kStep, rank), rs,
+        run_state_write(ckpt_state_path(dir.path, step, rank), rs,
                         state_body_buffers(body, m.data(), v.data(), master.data()));
     }
 };
@@ -287,6 +287,63 @@ TEST(CheckpointRead, Refusals) {
                 "model_00000008.bin");
 }
 
+// A state file holds the step it was written at (header slot 10): a file of step 7 under step 9's name
+// (copied, renamed or linked) is refused naming both steps, with a checksum or without one (as llm.c
+// writes them). Earlier builds resumed step 9 from step 7's optimizer and data position.
+TEST(CheckpointRead, StateFileOfAnotherStepRefused) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    f.write_state(state_body_to_write(true, true, true, n));
+    const std::string model9 = ckpt_model_path(f.dir.path, 9), state9 = ckpt_state_path(f.dir.path, 9, 0);
+    write_file(model9, read_file(ckpt_model_path(f.dir.path, Fixture::kStep)));
+    write_file(state9, read_file(ckpt_state_path(f.dir.path, Fixture::kStep, 0)));
+    CheckpointRead r;
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, 9, f.cfg, "-e test", 1, 0, n, true, true), ::testing::ExitedWithCode(1),
+                "state file '.*/state_00000009_00000.bin' holds step 7, but it is resumed as step 9");
+    // no checksum (slot 6 = 0, none of our slots): llm.c's layout, the same step slot
+    std::vector<int32_t> header(FILE_HEADER_INTS, 0);
+    header[0] = RUN_STATE_MAGIC;
+    header[1] = 1;
+    header[2] = 1;
+    header[10] = Fixture::kStep;
+    std::string bytes((const char*)header.data(), FILE_HEADER_BYTES);
+    bytes.append(2 * n * sizeof(float), '\0');
+    write_file(state9, bytes);
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, 9, f.cfg, "-e test", 1, 0, n, true, true), ::testing::ExitedWithCode(1),
+                "state_00000009_00000.bin' holds step 7, but it is resumed as step 9");
+    // the step it holds: read
+    f.write_state(state_body_to_write(true, true, true, n), 1, 0, 1, 9);
+    checkpoint_read(&r, f.dir.path, 9, f.cfg, "-e test", 1, 0, n, true, true);
+    EXPECT_EQ(r.rs.step, 9);
+}
+
+// The model file holds no step, but a link shows where it points: a model (or state) file of step 9 that
+// is a symbolic link to step 7's file, or a hard link shared with it, is refused naming both steps.
+TEST(CheckpointRead, LinkToAFileOfAnotherStepRefused) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    f.write_state(state_body_to_write(true, true, true, n));
+    f.write_state(state_body_to_write(true, true, true, n), 1, 0, 1, 9);
+    const std::string model7 = ckpt_model_path(f.dir.path, Fixture::kStep), model9 = ckpt_model_path(f.dir.path, 9);
+    CheckpointRead r;
+    ASSERT_EQ(symlink("model_00000007.bin", model9.c_str()), 0);  // relative, as ln -s would make it
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, 9, f.cfg, "-e test", 1, 0, n, true, true), ::testing::ExitedWithCode(1),
+                "model file '.*/model_00000009.bin' is a link to '.*/model_00000007.bin', a file of step 7, but it is "
+                "resumed as step 9");
+    ASSERT_EQ(unlink(model9.c_str()), 0);
+    ASSERT_EQ(link(model7.c_str(), model9.c_str()), 0);
+    EXPECT_EXIT(checkpoint_read(&r, f.dir.path, 9, f.cfg, "-e test", 1, 0, n, true, true), ::testing::ExitedWithCode(1),
+                "model file '.*/model_00000009.bin' is a link to '.*/model_00000007.bin', a file of step 7");
+    // a link to a file of the same step elsewhere (a checkpoint moved to another disk) is fine
+    ASSERT_EQ(unlink(model9.c_str()), 0);
+    TempDir other("test_checkpoint");
+    const std::string moved = other.path + "/model_00000009.bin";
+    write_file(moved, read_file(model7));
+    ASSERT_EQ(symlink(moved.c_str(), model9.c_str()), 0);
+    checkpoint_read(&r, f.dir.path, 9, f.cfg, "-e test", 1, 0, n, true, true);
+    EXPECT_EQ(r.rs.step, 9);
+}
+
 // llm.c's FP32 build with its default -w 1: header slots 0-5, 10, 20-23, 30-33 only (no checksum),
 // body m, v, master (= the parameters), nothing after it.
 TEST(CheckpointRead, LlmcFp32StateFile) {
@@ -403,7 +460,8 @@ TEST(Checkpoint, IncompleteCheckpointNamesWhatIsWrong) {
               std::string::npos);
     make_ckpt(dir.path, 20, false);
     mkdir(ckpt_done_path(dir.path, 20).c_str(), 0755);
-    EXPECT_EQ(ckpt_find_latest(dir.path), 20);  // a name in the directory: found, then named at start-up
+    EXPECT_EXIT(ckpt_find_latest(dir.path), ::testing::ExitedWithCode(1),  // the newest DONE: named at once
+                "DONE_00000020' is a directory, not the empty file that marks the checkpoint of step 20 complete");
     EXPECT_NE(ckpt_incomplete_problem(dir.path, 20, 0).find("DONE_00000020' is a directory, not the empty file that "
                                                             "marks the checkpoint of step 20 complete"),
               std::string::npos);
@@ -518,6 +576,68 @@ TEST(Checkpoint, RemoveLeftoversDeletesOnlyTmpFilesOfCheckpoints) {
                                                   "state_00000040_00001.bin", "DONE_00000040", "main.log",
                                                   "notes.tmp", "model_x.bin.tmp"}));
     EXPECT_EQ(ckpt_find_latest(d), 40);
+}
+
+// The temporary names of this build's writers ("<name>.tmp.<hex>", llmc/utils.h AtomicFile) are
+// leftovers too. Only regular files go: a link by such a name is left alone, and so is what it points to.
+TEST(Checkpoint, RemoveLeftoversKnowsTheRandomTempNamesAndSkipsLinks) {
+    TempDir dir("test_checkpoint");
+    const std::string d = dir.path;
+    for (const char* name : {"model_00000060.bin.tmp.0a1b2c3d", "state_00000060_00000.bin.tmp.ffffffff",
+                             "state_00000060_00001.bin.tmp.12345678", "DONE_00000060.tmp.00000000",
+                             "model_00000060.bin.tmp.xyz", "model_00000060.bin.tmp.", "main.log.tmp.0a1b2c3d"}) {
+        touch(d + "/" + name);
+    }
+    TempDir outside("test_checkpoint");
+    const std::string victim = outside.path + "/victim";
+    write_file(victim, "victim\n");
+    ASSERT_EQ(symlink(victim.c_str(), (d + "/model_00000070.bin.tmp.0000abcd").c_str()), 0);
+    EXPECT_EQ(ckpt_remove_leftovers(d, 1), std::vector<std::string>{d + "/state_00000060_00001.bin.tmp.12345678"});
+    EXPECT_EQ(ckpt_remove_leftovers(d, 0), (std::vector<std::string>{d + "/DONE_00000060.tmp.00000000",
+                                                                   d + "/model_00000060.bin.tmp.0a1b2c3d",
+                                                                   d + "/state_00000060_00000.bin.tmp.ffffffff"}));
+    EXPECT_EQ(list_dir(d), (std::set<std::string>{"model_00000060.bin.tmp.xyz", "model_00000060.bin.tmp.",
+                                                  "main.log.tmp.0a1b2c3d", "model_00000070.bin.tmp.0000abcd"}));
+    EXPECT_EQ(read_file(victim), "victim\n");
+}
+
+// A checkpoint is complete once its DONE file exists; a DONE that is a FIFO or a folder is refused by
+// name rather than taken as complete (the files beside it would be read as a checkpoint).
+TEST(Checkpoint, FindLatestRefusesADoneThatIsNoFile) {
+    TempDir dir("test_checkpoint");
+    make_ckpt(dir.path, 10, true);
+    make_ckpt(dir.path, 20, false);
+    ASSERT_EQ(mkfifo(ckpt_done_path(dir.path, 20).c_str(), 0644), 0);
+    EXPECT_EXIT(ckpt_find_latest(dir.path), ::testing::ExitedWithCode(1),
+                "-o: '.*/DONE_00000020' is a FIFO \\(named pipe\\), not a regular file");
+}
+
+// Checkpoint writers create their files under new random names and rename them into place: a link
+// planted at the names earlier builds wrote to (<name>.tmp) is never written through, and a link at
+// the final name is replaced, not followed. Earlier builds overwrote the file the link pointed to.
+TEST(Checkpoint, WritersNeverWriteThroughALink) {
+    Fixture f;
+    const size_t n = gpt2_num_parameters(f.cfg);
+    TempDir outside("test_checkpoint");
+    const std::string victim = outside.path + "/victim";
+    write_file(victim, "victim\n");
+    const std::string model = ckpt_model_path(f.dir.path, 9), state = ckpt_state_path(f.dir.path, 9, 0);
+    for (const std::string& p : {model + ".tmp", state + ".tmp", ckpt_done_path(f.dir.path, 9) + ".tmp", state}) {
+        ASSERT_EQ(symlink(victim.c_str(), p.c_str()), 0) << p;
+    }
+    model_file_write(model.c_str(), f.cfg, f.params.data(), DType::FP32, MODEL_FILE_VERSION_FP32);
+    f.write_state(state_body_to_write(true, true, true, n), 1, 0, 1, 9);
+    ckpt_write_done(f.dir.path, 9);
+    EXPECT_EQ(read_file(victim), "victim\n");
+    struct stat sb;
+    ASSERT_EQ(lstat(state.c_str(), &sb), 0);
+    EXPECT_TRUE(S_ISREG(sb.st_mode)) << "the link at the state file's name is replaced by the file";
+    CheckpointRead r;
+    checkpoint_read(&r, f.dir.path, 9, f.cfg, "-e test", 1, 0, n, true, true);
+    EXPECT_EQ(r.m, f.m);
+    // the probe of -o is created the same way
+    ckpt_check_writable(f.dir.path);
+    EXPECT_EQ(read_file(victim), "victim\n");
 }
 
 // Issue 21 point 1: an output folder that exists but takes no files is found at start-up.

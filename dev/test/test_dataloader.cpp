@@ -460,7 +460,7 @@ TEST(DataLoaderErrors, BadShards) {
     write_file(dir + "/tiny.bin", "abc");
     expect_fail("tiny.bin", "tiny.bin' is too small to hold a header");
     mkdir((dir + "/dir.bin").c_str(), 0755);
-    expect_fail("dir.bin", "token shard '.*dir.bin' is a directory, not a file");
+    expect_fail("dir.bin", "token shard '.*dir.bin' is a directory, not a regular file");
     write_shard(dir + "/small.bin", shard_tokens(0, 8));
     expect_fail("small.bin", "small.bin' has 8 tokens, fewer than one window.*1\\*2\\*4\\+1 = 9");
     // too small only once 4 processes share a window

@@ -233,7 +233,7 @@ TEST(TokenizerBin, WriteAndRead) {
     TempDir tmp("test_gpt2_bpe");
     std::string path = tmp.path + "/gpt2_tokenizer.bin";
     gpt2_write_tokenizer_bin(bpe(), path);
-    EXPECT_NE(access((path + ".tmp").c_str(), F_OK), 0) << "temporary file left behind";
+    EXPECT_TRUE(temp_files_of(path).empty()) << "temporary file left behind";
     std::string raw = read_file(path);
     size_t expect_size = 1024;
     for (const std::string& t : bpe()->token_bytes) expect_size += 1 + t.size();
@@ -250,7 +250,7 @@ TEST(TokenizerBin, WriteAndRead) {
     EXPECT_EQ(tok.vocab_size, 50257u);
     EXPECT_EQ(tok.eot_token, 50256u);
     for (uint32_t id = 0; id < tok.vocab_size; id++) {
-        ASSERT_EQ(std::string(tok.token_table[id], tok.token_len[id]), bpe()->token_bytes[id]) << id;
+        ASSERT_EQ(tok.tokens[id], bpe()->token_bytes[id]) << id;
     }
     EXPECT_STREQ(tokenizer_decode(&tok, 50256), "<|endoftext|>");
     EXPECT_STREQ(tokenizer_decode(&tok, 5962), "First");
@@ -304,7 +304,7 @@ TEST(TokenizerBin, MissingFileWarnsAndBadFilesFail) {
 
 // Issue 21 point 5: the vocabulary download runs curl with an argument vector. A folder named like a
 // shell command substitution is created as named and passed to curl as one argument; nothing in it runs.
-// A stand-in curl (first in PATH) records its arguments and writes the -o file.
+// A stand-in curl (first in PATH) records its arguments and writes to its standard output.
 TEST(Gpt2Bpe, DownloadRunsNoShell) {
     TempDir tmp("test_gpt2_bpe");
     const std::string bin = tmp.path + "/bin";
@@ -313,7 +313,7 @@ TEST(Gpt2Bpe, DownloadRunsNoShell) {
     write_file(bin + "/curl",
                "#!/bin/sh\n"
                "for a in \"$@\"; do printf '%s\\n' \"$a\" >> '" + log + "'; done\n"
-               "while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then echo '{}' > \"$2\"; fi; shift; done\n");
+               "echo '{}'\n");
     ASSERT_EQ(chmod((bin + "/curl").c_str(), 0755), 0);
     const std::string old_path = getenv("PATH") ? getenv("PATH") : "";
     setenv("PATH", (bin + ":" + old_path).c_str(), 1);
@@ -327,10 +327,46 @@ TEST(Gpt2Bpe, DownloadRunsNoShell) {
     EXPECT_EQ(read_file(dir + "/encoder.json"), "{}\n");
     EXPECT_EQ(read_file(dir + "/vocab.bpe"), "{}\n");
     const std::string args = read_file(log);
-    EXPECT_NE(args.find("-o\n" + dir + "/encoder.json.tmp\n"), std::string::npos) << args;
     EXPECT_NE(args.find("\nhttps://example.invalid/x'$(touch " + marker + ")'/vocab.bpe\n"), std::string::npos) << args;
     // curl missing: false, nothing thrown
     setenv("PATH", tmp.path.c_str(), 1);
     EXPECT_FALSE(gpt2_vocab_download(tmp.path + "/other", "https://example.invalid/"));
     setenv("PATH", old_path.c_str(), 1);
+}
+
+// The download never writes through a link: not one planted at the old fixed temporary name
+// (<file>.tmp), nor one at the file itself (the rename replaces the link). Earlier builds had curl write
+// to <file>.tmp, following a link there. A curl that fails leaves no temporary file.
+TEST(Gpt2Bpe, DownloadWritesThroughNoLink) {
+    TempDir tmp("test_gpt2_bpe");
+    const std::string bin = tmp.path + "/bin";
+    ASSERT_EQ(mkdir(bin.c_str(), 0755), 0);
+    write_file(bin + "/curl",
+               "#!/bin/sh\n"
+               "for a in \"$@\"; do if [ \"$a\" = -o ]; then o=1; elif [ -n \"$o\" ]; then echo '{}' > \"$a\"; exit 0; fi; done\n"
+               "case \"$*\" in *fail*) exit 22;; esac\n"
+               "echo '{}'\n");
+    ASSERT_EQ(chmod((bin + "/curl").c_str(), 0755), 0);
+    const std::string dir = tmp.path + "/gpt2";
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+    const std::string victim1 = tmp.path + "/victim1", victim2 = tmp.path + "/victim2";
+    write_file(victim1, "victim 1\n");
+    write_file(victim2, "victim 2\n");
+    ASSERT_EQ(symlink(victim1.c_str(), (dir + "/encoder.json.tmp").c_str()), 0);
+    ASSERT_EQ(symlink(victim2.c_str(), (dir + "/vocab.bpe").c_str()), 0);
+    const std::string old_path = getenv("PATH") ? getenv("PATH") : "";
+    setenv("PATH", (bin + ":" + old_path).c_str(), 1);
+    const bool ok = gpt2_vocab_download(dir, "https://example.invalid/");
+    const bool failed = gpt2_vocab_download(tmp.path + "/other", "https://example.invalid/fail/");
+    setenv("PATH", old_path.c_str(), 1);
+    EXPECT_TRUE(ok);
+    EXPECT_EQ(read_file(victim1), "victim 1\n");
+    EXPECT_EQ(read_file(victim2), "victim 2\n");
+    EXPECT_EQ(read_file(dir + "/encoder.json"), "{}\n");
+    struct stat sb;
+    ASSERT_EQ(lstat((dir + "/vocab.bpe").c_str(), &sb), 0);
+    EXPECT_TRUE(S_ISREG(sb.st_mode)) << "the link at vocab.bpe is replaced by the downloaded file";
+    EXPECT_EQ(read_file(dir + "/vocab.bpe"), "{}\n");
+    EXPECT_FALSE(failed);
+    EXPECT_TRUE(std::filesystem::is_empty(tmp.path + "/other")) << "a failed download leaves no temporary file";
 }

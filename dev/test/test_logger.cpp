@@ -96,8 +96,7 @@ TEST(Logger, ResumeDropsLinesTheResumedRunWritesAgain) {
               "some note\n"
               "s:2 tel:4.2500\n"
               "s:2 trl:4.0000 lr:0.000300 norm:1.00\n");
-    struct stat sb;
-    EXPECT_NE(stat((dir.path + "/main.log.tmp").c_str(), &sb), 0);
+    EXPECT_TRUE(temp_files_of(dir.file("main.log")).empty());
 }
 
 TEST(Logger, ResumeWithoutExistingLogCreatesIt) {

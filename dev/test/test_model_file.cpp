@@ -202,7 +202,7 @@ TEST(ModelFile, Fp32RoundTripAndConversion) {
     size_t n = gpt2_num_parameters(kTiny);
     std::vector<float> p = random_floats(n, 2);
     model_file_write(path.c_str(), kTiny, p.data(), DType::FP32, 3);
-    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    EXPECT_TRUE(temp_files_of(path).empty());
     EXPECT_EQ(fs::file_size(path), 1024 + 4 * n);
     ModelFileInfo info = model_file_read_header(path.c_str());
     EXPECT_EQ(info.version, 3);

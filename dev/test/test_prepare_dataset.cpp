@@ -109,7 +109,7 @@ TEST(Shards, HeaderSizeAndDocumentSeparators) {
         EXPECT_EQ(s.shards[i], tmp.path + name);
         size_t n = read_shard(s.shards[i]).size();
         EXPECT_EQ(n, i + 1 < s.shards.size() ? 16u : expect.size() - 16 * i);
-        EXPECT_FALSE(exists(s.shards[i] + ".tmp"));
+        EXPECT_TRUE(temp_files_of(s.shards[i]).empty());
     }
     EXPECT_EQ(concat_shards(s.shards), expect);
 }
@@ -333,14 +333,16 @@ TEST(Shards, TempThenRename) {
     write_token_shard(path, tokens, 3);
     EXPECT_EQ(read_file(tmp.path + "/old.bin"), "old contents");
     EXPECT_EQ(read_shard(path), (std::vector<uint32_t>{50256, 1, 2}));
-    EXPECT_FALSE(exists(path + ".tmp"));
+    EXPECT_TRUE(temp_files_of(path).empty());
 
-    // When the rename cannot happen, the complete data stays in the .tmp file and nothing is half written.
+    // When the rename cannot happen, the complete data stays in the temporary file and nothing is half written.
     const std::string dir_in_the_way = tmp.path + "/blocked.bin";
     ASSERT_EQ(mkdir(dir_in_the_way.c_str(), 0755), 0);
     ASSERT_EQ(mkdir((dir_in_the_way + "/x").c_str(), 0755), 0);
     EXPECT_EXIT(write_token_shard(dir_in_the_way, tokens, 3), testing::ExitedWithCode(1), "cannot rename");
-    EXPECT_EQ(read_file(dir_in_the_way + ".tmp").size(), 1024u + 6u);
+    const std::vector<std::string> left = temp_files_of(dir_in_the_way);
+    ASSERT_EQ(left.size(), 1u);
+    EXPECT_EQ(read_file(left[0]).size(), 1024u + 6u);
 }
 
 // Issue 21 point 2: a run that fails after several shards are complete leaves no shard, no *.tmp and no
@@ -408,7 +410,7 @@ TEST(Shards, BadInputs) {
     opt = options_for(tmp, {tmp.write("empty.txt", ""), tmp.write("empty.jsonl", "\n\n")});
     EXPECT_EXIT(prepare_shards(bpe(), opt), testing::ExitedWithCode(1), "no documents in the input");
     EXPECT_FALSE(exists(tmp.path + "/out/t_val_000000.bin"));
-    EXPECT_FALSE(exists(tmp.path + "/out/t_val_000000.bin.tmp"));
+    EXPECT_TRUE(temp_files_of(tmp.path + "/out/t_val_000000.bin").empty());
 }
 
 // ----------------------------------------------------------------------------
@@ -422,7 +424,7 @@ TEST(EvalFile, Layout) {
         "{\"ctx\": \"Short\", \"endings\": [\"a\", \"b b\", \"c\", \"\\u00e9\"], \"label\": \"1\", \"extra\": 0}\n");
     std::string out = tmp.path + "/hs.bin";
     EvalStats st = prepare_eval_file(bpe(), in, out);
-    EXPECT_FALSE(exists(out + ".tmp"));
+    EXPECT_TRUE(temp_files_of(out).empty());
     std::string raw = read_file(out);
     int32_t header[256];
     ASSERT_GE(raw.size(), 1024u);

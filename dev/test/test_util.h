@@ -4,11 +4,13 @@
  *    object goes out of scope. Death-test children leave it alone: they exit without unwinding.
  *  - read_file / read_bytes: a whole file as bytes; empty when the file is missing or unreadable.
  *  - write_file: replaces a file with the given bytes; aborts (a test bug) if it cannot be written.
+ *  - temp_files_of: the temporary files an atomic write of a path left (llmc/utils.h AtomicFile).
  *  - repo_root / test_vocab_dir: where the repo is (from the test binary's path) and the GPT-2
  *    vocabulary the tokenizer tests use ($GPT2_VOCAB_DIR, else the repository's dev/data/gpt2).
  */
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -86,6 +88,21 @@ inline std::string TempDir::write(const std::string& name, const std::string& by
     std::string p = file(name);
     write_file(p, bytes);
     return p;
+}
+
+// The temporary files of path ("<path>.tmp.<hex>", or "<path>.tmp" of earlier builds) in its folder,
+// sorted: empty after every completed atomic write (llmc/utils.h AtomicFile).
+inline std::vector<std::string> temp_files_of(const std::string& path) {
+    const std::filesystem::path p(path);
+    const std::string prefix = p.filename().string() + ".tmp";
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(p.parent_path(), ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.compare(0, prefix.size(), prefix) == 0) out.push_back(e.path().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 // <repo> from /proc/self/exe = <repo>/build/host/tests/<test>; "." if unreadable.

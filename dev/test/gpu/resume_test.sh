@@ -3,8 +3,8 @@
 #   A  uninterrupted, checkpoints every 20 steps
 #   B  killed with SIGKILL during step ~45, then resumed with -y 1 (from step 40)
 #   C  sent SIGTERM during step ~10: must write a checkpoint and exit 0
-# Passes when steps 41-60 of B's resumed run print exactly the losses and norms of A, and C leaves a
-# complete checkpoint. The data is shuffled (the default, llm.c's shuffle), so the data loader's orders and
+# Passes when steps 41-60 of B's resumed run print exactly the losses and norms of A, C leaves a
+# complete checkpoint, and links planted in A's -o at temporary names are never written through. The data is shuffled (the default, llm.c's shuffle), so the data loader's orders and
 # MT19937 state go through the state file too.
 # Usage: dev/test/gpu/resume_test.sh [extra trainer flags]
 set -uo pipefail
@@ -15,6 +15,12 @@ make -j"$(nproc)" train_gpt2cu > "$D/build.log" 2>&1 || { tail -20 "$D/build.log
 COMMON=(-e d12 -b 16 -t 1024 -x 60 -l 6e-4 -u 10 -q 0.1 -v 0 -s 0 -n 20 "$@")
 steps() { grep -E '^step +[0-9]+/' "$1" | sed -E 's/\| [0-9.]+ ms.*//'; }  # drop timing columns
 
+# links planted at the temporary names earlier builds wrote through (<file>.tmp) and at main.log: run A
+# must leave the file they point to alone (llmc/utils.h AtomicFile) and replace the main.log link
+mkdir -p "$D/a" && echo victim > "$D/victim.txt"
+for f in model_00000020.bin.tmp state_00000020_00000.bin.tmp DONE_00000020.tmp main.log.tmp main.log; do
+    ln -s "$(cd "$D" && pwd)/victim.txt" "$D/a/$f"
+done
 ./train_gpt2cu "${COMMON[@]}" -o "$D/a" > "$D/a.log" 2>&1 || { echo "run A failed"; tail "$D/a.log"; exit 1; }
 
 ./train_gpt2cu "${COMMON[@]}" -o "$D/b" > "$D/b1.log" 2>&1 &
@@ -40,6 +46,12 @@ else
     echo "FAIL: final checkpoints differ"; status=1
 fi
 paste -d'\n' <(head -3 "$D/a_41_60.txt") <(head -3 "$D/b_41_60.txt")
+if [ "$(cat "$D/victim.txt")" = victim ] && [ -f "$D/a/main.log" ] && [ ! -L "$D/a/main.log" ] &&
+    [ "$(ls "$D/a" | grep -c '\.tmp')" -eq 4 ]; then
+    echo "PASS: no write through a planted link; no temporary file left but the 4 planted links"
+else
+    echo "FAIL: a planted link was written through or temporary files were left:"; ls -l "$D/a"; status=1
+fi
 
 ./train_gpt2cu "${COMMON[@]}" -n 0 -o "$D/c" > "$D/c.log" 2>&1 &
 pid=$!
