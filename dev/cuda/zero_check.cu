@@ -163,8 +163,8 @@ std::vector<int> owners(const GPT2Config& cfg, int P) {
 double relative_error(float got, double want) { return std::fabs(got - want) / std::max(std::fabs(want), 1e-30); }
 
 // grads: the reduced gradient (the sums) in this rank's chunks, anything elsewhere.
-void check_norm(MultiGpuConfig* cfg, cudaStream_t compute, const floatX* grads, const std::vector<ZeroChunk>& chunks,
-                const std::vector<int>& owner) {
+void check_norm(MultiGpuConfig* cfg, cudaStream_t compute, const GPT2Config& mc, const floatX* grads,
+                const std::vector<ZeroChunk>& chunks, const std::vector<int>& owner) {
     const int P = cfg->num_processes;
     const size_t N = owner.size();
     float *partials = nullptr, *out = nullptr;
@@ -189,14 +189,22 @@ void check_norm(MultiGpuConfig* cfg, cudaStream_t compute, const floatX* grads, 
     const float got = to_host(out, 1, compute)[0];
     expect(relative_error(got, want) < 1e-4, *cfg, "ZeRO-1 grad norm^2 (relative error < 1e-4)", 0, got, (float)want);
 
-    // spans tiling [0, N) in order, as one process's chunks do: the bits of the single-buffer norm
+    // spans tiling [0, N) in order, as one process's chunks of this shape do: the bits of the
+    // single-buffer norm when every slice is a whole number of 16-byte loads (C a multiple of 8, as in
+    // every shape the attention kernels take: head size 64); otherwise the spans are read with scalar
+    // loads and only the value agrees (checked below)
     spans.clear();
-    for (const ZeroChunk& c : zero_shard_chunks(zero1_config(), 1, 1, 0)) spans.push_back({c.offset, c.size});
+    for (const ZeroChunk& c : zero_shard_chunks(mc, 1, 1, 0)) spans.push_back({c.offset, c.size});
     norm_of(spans, out + 1);
     global_norm_squared(out + 2, partials, grads, N, compute);
     std::vector<float> h = to_host(out, 3, compute);
-    expect(memcmp(&h[1], &h[2], sizeof(float)) == 0, *cfg, "spans over whole layers == single buffer (bitwise)", 0,
-           h[1], h[2]);
+    if (mc.channels % 8 == 0) {
+        expect(memcmp(&h[1], &h[2], sizeof(float)) == 0, *cfg, "spans over whole layers == single buffer (bitwise)", 0,
+               h[1], h[2]);
+    } else {
+        expect(relative_error(h[1], h[2]) < 1e-4, *cfg, "spans over whole layers vs single buffer (relative error < 1e-4)",
+               0, h[1], h[2]);
+    }
     // unaligned spans (scalar loads): the same sum up to rounding
     norm_of({{0, 37}, {37, 1000003}, {1000040, N - 1000040}}, out + 1);
     h = to_host(out, 3, compute);
@@ -242,7 +250,7 @@ void check_zero1(MultiGpuConfig* cfg, cudaStream_t compute, const GPT2Config& mc
         const float want = (float)P * (float)(j % 17) + tri_p;
         if (h[j] != want) expect(false, *cfg, name, j, h[j], want);
     }
-    if constexpr (std::is_same_v<T, floatX>) check_norm(cfg, compute, buf, chunks, owner);
+    if constexpr (std::is_same_v<T, floatX>) check_norm(cfg, compute, mc, buf, chunks, owner);
 
     // parameter all-gather: every rank fills only its chunks (element j: j % 251), the rest -1; afterwards
     // every rank holds j % 251 everywhere, as every element has exactly one owner
