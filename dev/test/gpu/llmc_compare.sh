@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Ours against llm.c on one GPU (issue 23): from one checkpoint, the same command line for 20 steps
 # with the default (llm.c) shuffle, then each program resumes the other's step-10 state file and runs
-# to step 20; and both from -e d12 (llm.c's random init, which ours reproduces bit for bit) for 20
-# steps. In a BF16 build and an FP32 build (FP32 state files carry llm.c's master-weight block).
+# to step 20; both from -e d12 (llm.c's random init, which ours reproduces bit for bit) for 20 steps, also
+# with gradient accumulation (-d 16384); and (BF16, LLMC_RECIPE=0 skips it) our scripts/run_gpt2_124M.sh
+# against llm.c's for 20 steps on the same shards. In a BF16 build and an FP32 build (FP32 state files
+# carry llm.c's master-weight block).
 #
 #   LLMC_DIR=<llm.c source tree> dev/test/gpu/llmc_compare.sh      (prints a summary; exit 1 on failure)
 #
@@ -47,6 +49,30 @@ for p in BF16 FP32; do
     $ours "${R[@]}" > $d/ours_d12.log 2>&1 || { tail -5 $d/ours_d12.log; status=1; }
     $llmc "${R[@]}" > $d/llmc_d12.log 2>&1 || { tail -5 $d/llmc_d12.log; status=1; }
     grep -m1 '^init:' $d/ours_d12.log
+    # the same with gradient accumulation: 4 micro-steps of 4 x 1024 per step
+    $ours "${R[@]}" -d 16384 > $d/ours_accum.log 2>&1 || { tail -5 $d/ours_accum.log; status=1; }
+    $llmc "${R[@]}" -d 16384 > $d/llmc_accum.log 2>&1 || { tail -5 $d/llmc_accum.log; status=1; }
+    # the 124M recipe (BF16): our scripts/run_gpt2_124M.sh as a user starts it, against llm.c's
+    # scripts/run_gpt2_124M.sh's trainer command (without its mpirun -np 8: one GPU), on the same shards:
+    # Tiny Shakespeare's train split 40 times over as fineweb10B (23 steps of 524,288 tokens; steps 1-20 compared)
+    if [ $p = BF16 ] && [ "${LLMC_RECIPE:-1}" = 1 ]; then
+        rd=$PWD/$d/recipe; mkdir -p $rd/dev/data/fineweb10B
+        python3 - $TR $VA $rd/dev/data/fineweb10B <<'PY'
+import sys, numpy as np
+tr = np.fromfile(sys.argv[1], np.uint16, offset=1024); va = np.fromfile(sys.argv[2], np.uint16, offset=1024)
+def shard(fn, t):
+    h = np.zeros(256, np.int32); h[0] = 20240520; h[1] = 1; h[2] = len(t)
+    open(fn, "wb").write(h.tobytes() + t.astype(np.uint16).tobytes())
+shard(sys.argv[3] + "/fineweb_train_000001.bin", np.tile(tr, 40)); shard(sys.argv[3] + "/fineweb_val_000000.bin", va)
+PY
+        USE_CUDNN=0 DATASET=$rd/dev/data/fineweb10B OUT_DIR=$rd/ours bash scripts/run_gpt2_124M.sh > $d/ours_recipe.log 2>&1 ||
+            { tail -5 $d/ours_recipe.log; status=1; }
+        cmd=$(sed -n '/mpirun -np 8/,/-e "d12"/p' "$LLMC_DIR/scripts/run_gpt2_124M.sh" | sed 's/mpirun -np 8 //; s/\\$//' | tr '\n' ' ')
+        echo "llm.c's recipe command: $cmd"
+        llmc_abs=$(realpath $llmc)
+        ( cd $rd && out_dir=log_gpt2_124M && eval "$llmc_abs ${cmd#*./train_gpt2cu}" ) > $d/llmc_recipe.log 2>&1 ||
+            { tail -5 $d/llmc_recipe.log; status=1; }
+    fi
     for pair in "llmc ours" "ours llmc"; do
         set -- $pair  # $1 wrote the state, $2 resumes it
         r=$d/${2}_resumes_$1; rm -rf $r; cp -r $d/$1 $r; rm -f $r/*00000020*
@@ -77,6 +103,10 @@ def compare(what, a, b, first, last):
 o, l = steps("ours"), steps("llmc")
 compare("ours vs llm.c, same command line", o, l, 1, 20)
 compare("ours vs llm.c from -e d12 (random init)", steps("ours_d12"), steps("llmc_d12"), 1, 20)
+compare("ours vs llm.c from -e d12 with gradient accumulation (-d 16384)", steps("ours_accum"), steps("llmc_accum"), 1, 20)
+import os
+if prec == "BF16" and os.path.exists(f"{d}/llmc_recipe.log"):
+    compare("scripts/run_gpt2_124M.sh vs llm.c's scripts/run_gpt2_124M.sh", steps("ours_recipe"), steps("llmc_recipe"), 1, 20)
 compare("llm.c resumed our step-10 state vs our run", steps("llmc_resumes_ours"), o, 11, 20)
 compare("ours resumed llm.c's step-10 state vs llm.c's run", steps("ours_resumes_llmc"), l, 11, 20)
 sys.exit(0 if ok else 1)
