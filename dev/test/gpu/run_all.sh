@@ -40,7 +40,8 @@ fi
 # Builds, all at once: the make commands the checks run themselves then find their binaries up to date
 has() { case " $CHECKS " in *" $1 "*) return 0;; esac; return 1; }
 builds=()
-if has resume_test || has bad_shard_check || has multi_gpu_check || has multi_gpu_stop_check || has multi_gpu_checklist; then
+if has resume_test || has bad_shard_check || has multi_gpu_check || has multi_gpu_stop_check || has multi_gpu_checklist ||
+   has llmc_compare; then  # llmc_compare: the 124M recipe's build (USE_CUDNN=0)
     builds+=("train_gpt2cu")
 fi
 if has multi_gpu_check || has multi_gpu_stop_check; then builds+=("train_gpt2cu NO_MULTI_GPU=1"); fi
