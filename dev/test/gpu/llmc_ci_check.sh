@@ -7,8 +7,8 @@
 #     reads it (the 10 lines from "step    1/10" on, the loss in columns 20-28, each must parse). llm.c's
 #     expected losses belong to OpenAI's GPT-2 124M weights: with LLMC_GPT2_124M=<that model file in
 #     our or llm.c's format> they are also compared (llm.c's 5% limit); the default gpt2_124M.bin is the
-#     reference model gpu_test.sh trains, whose losses are only printed.
-# Needs gpt2_124M.bin, gpt2_124M_bf16.bin and gpt2_124M_debug_state.bin (written by dev/test/gpu/gpu_test.sh,
+#     reference model pytorch_reference_check.sh trains, whose losses are only printed.
+# Needs gpt2_124M.bin, gpt2_124M_bf16.bin and gpt2_124M_debug_state.bin (written by dev/test/gpu/pytorch_reference_check.sh,
 # made here the same way when missing).
 # Usage: dev/test/gpu/llmc_ci_check.sh        exit 1 if any check fails
 set -uo pipefail

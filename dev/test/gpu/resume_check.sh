@@ -6,10 +6,10 @@
 # Passes when steps 41-60 of B's resumed run print exactly the losses and norms of A, C leaves a
 # complete checkpoint, and links planted in A's -o at temporary names are never written through. The data is shuffled (the default, llm.c's shuffle), so the data loader's orders and
 # MT19937 state go through the state file too.
-# Usage: dev/test/gpu/resume_test.sh [extra trainer flags]
+# Usage: dev/test/gpu/resume_check.sh [extra trainer flags]
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-D=${RESUME_DIR:-build/resume_test}
+D=${RESUME_DIR:-build/resume_check}
 rm -rf "$D"; mkdir -p "$D"
 make -j"$(nproc)" train_gpt2cu > "$D/build.log" 2>&1 || { tail -20 "$D/build.log"; exit 1; }
 COMMON=(-e d12 -b 16 -t 1024 -x 60 -l 6e-4 -u 10 -q 0.1 -v 0 -s 0 -n 20 "$@")

@@ -3,7 +3,7 @@
 # Multi-GPU checklist: what only several GPUs of one node can show. NEEDS >= 2 GPUs (case 3: >= 3);
 # cases that need more GPUs than the machine has print SKIP. Hand-started ranks (-pi tcp / fs), one per
 # GPU, on tiny Shakespeare. Usage:
-#   dev/test/gpu/multi_gpu_checklist.sh          (CHECKLIST_DIR: logs, default build/multi_gpu_checklist;
+#   dev/test/gpu/multi_gpu_ranks_check.sh        (CHECKLIST_DIR: logs, default build/multi_gpu_ranks_check;
 #                                                 MGPU_PORT: first TCP port, default 29400)
 # Each case prints PASS or FAIL lines; the exit code is 0 only if none failed.
 #   1. resume with a stale -o (2 GPUs): rank 1's -o holds an old checkpoint (step 140: full outlier
@@ -26,7 +26,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 export NCCL_NVLS_ENABLE=0
-D=${CHECKLIST_DIR:-build/multi_gpu_checklist}
+D=${CHECKLIST_DIR:-build/multi_gpu_ranks_check}
 D=$(mkdir -p "$D" && cd "$D" && pwd)
 rm -rf "${D:?}"/*
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
