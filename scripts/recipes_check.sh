@@ -42,7 +42,7 @@ for s in $SIZES; do
     rc=$?
     kill $watcher 2>/dev/null; wait $watcher 2>/dev/null
     peak=$(awk '{ if ($1 > m) m = $1 } END { printf "%.1f", m / 1024 }' "$mem")
-    printf "%-8s %-5s %-80s %s\n" "$s" "$rc" "$(grep -E '^step +[0-9]+/' "$log" | tail -1 | cut -c1-80)" "$peak"
+    printf "%-8s %-5s %-80s %s\n" "$s" "$rc" "$(python3 dev/steplog.py last "$log" | cut -c1-80)" "$peak"
     [ "$rc" -ne 0 ] && tail -5 "$log" | sed 's/^/    /'
     rm -rf "$WORK/out_$s"  # the final checkpoint of 1558M is ~22 GB
 done

@@ -55,14 +55,12 @@ for p in BF16 FP32; do
     done
     limit=${MAX_DLOSS:-$([ $p = BF16 ] && echo 0.01 || echo 1e-4)}
     python3 - $d $p $limit <<'PY' || status=1
-import re, sys
+import sys
+sys.path.insert(0, "dev")
+import steplog
 d, prec, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def steps(name):
-    out = {}
-    for line in open(f"{d}/{name}.log", errors="replace"):
-        m = re.match(r"step\s+(\d+)/\d+ \| loss ([\d.]+)", line)
-        if m: out[int(m.group(1))] = float(m.group(2))
-    return out
+    return steplog.losses_by_step(f"{d}/{name}.log")
 ok = True
 def compare(what, a, b, first, last):
     global ok
