@@ -46,11 +46,11 @@ MPI=("${MPIRUN[@]}" --bind-to none -x NCCL_NVLS_ENABLE "${ONE_ENV[@]}")
 median_ms() { python3 dev/steplog.py median-ms "$1" --last 10 --lower; }
 peak_mem() {  # run a command while sampling nvidia-smi; prints the largest per-GPU used memory (MiB)
     local f=$1; shift
-    ( while true; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits >> "$f.mem"; sleep 0.2; done ) &
+    gpu_memory_sample "$f.mem" 0.2 &
     local w=$!
     "$@"; local rc=$?
     kill $w; wait $w 2>/dev/null
-    awk '$1 > m { m = $1 } END { print m + 0 }' "$f.mem" > "$f.peak"
+    peak_mib "$f.mem" > "$f.peak"
     return $rc
 }
 status=0
