@@ -2,8 +2,8 @@
 #
 #   make train_gpt2cu test_gpt2cu        GPU trainer and GPU test (needs nvcc; runs on a GPU machine)
 #   make host                            host-only tools and tests (no GPU, no nvcc needed)
-#   make test-host                       build and run the GoogleTest host tests only (the subset of
-#                                        dev/test/run_all.sh, the one test command, that needs no script)
+#   make test-host                       build and run the GoogleTest host tests only: a part of
+#                                        dev/test/run_all.sh, the one test command
 #
 # Switches (each printed with a check mark at start; a bad value stops the build):
 #   PRECISION=BF16|FP32                  floatX for parameters/activations/gradients (default BF16)
@@ -110,15 +110,15 @@ test_gpt2cu: $(BUILD_DIR)/test_gpt2cu
 	@cp $< $@
 
 # GPU_LIB: the host objects of GPU_LIB_SRCS, compiled by nvcc with this build's flags; no archive when
-# there are none (NO_MULTI_GPU=1)
+# there are none (NO_MULTI_GPU=1). Both are written under a temporary name, then renamed: two makes of one
+# build dir at once (dev/test/gpu/run_all.sh builds train_gpt2cu and test_gpt2cu so) each link a whole file.
 GPU_LIB_OBJS := $(patsubst llmc/%.cpp,$(BUILD_DIR)/%.o,$(GPU_LIB_SRCS))
 GPU_LIB := $(if $(GPU_LIB_OBJS),$(BUILD_DIR)/libllmc.a)
 $(GPU_LIB_OBJS): $(BUILD_DIR)/%.o: llmc/%.cpp $(wildcard llmc/*.h) | info
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@.$$$$.tmp && mv -f $@.$$$$.tmp $@
 $(GPU_LIB): $(GPU_LIB_OBJS)
-	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@.$$$$.tmp $^ && mv -f $@.$$$$.tmp $@
 
 $(BUILD_DIR)/train_gpt2cu: train_gpt2.cu $(GPU_HEADERS) $(GPU_LIB) $(CUDNN_OBJ) | info
 	@mkdir -p $(dir $@)
