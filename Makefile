@@ -2,7 +2,8 @@
 #
 #   make train_gpt2cu test_gpt2cu        GPU trainer and GPU test (needs nvcc; runs on a GPU machine)
 #   make host                            host-only tools and tests (no GPU, no nvcc needed)
-#   make test-host                       build and run the host tests
+#   make test-host                       build and run the GoogleTest host tests only: a part of
+#                                        dev/test/run_all.sh, the one test command
 #
 # Switches (each printed with a check mark at start; a bad value stops the build):
 #   PRECISION=BF16|FP32                  floatX for parameters/activations/gradients (default BF16)
@@ -64,11 +65,13 @@ NVCC_FLAGS := -O3 -std=c++17 --use_fast_math -lineinfo -Xptxas=-warn-spills -Xco
 NVCC_FLAGS += $(ARCH_FLAGS)
 NVCC_FLAGS += -DENABLE_$(PRECISION) -I. $(EXTRA_NVCC_FLAGS)
 NVCC_LDLIBS := -lcublas -lcublasLt -ldl
-GPU_EXTRA_SRCS :=
+# host code the GPU programs may call, archived per build dir (GPU_LIB, below): each program links the
+# members it uses. With NCCL: the id exchange (llmc/nccl_id_exchange.cpp).
+GPU_LIB_SRCS :=
 ifeq ($(NO_MULTI_GPU),0)
   NVCC_FLAGS += -DMULTI_GPU
   NVCC_LDLIBS += -lnccl
-  GPU_EXTRA_SRCS += llmc/nccl_id_exchange.cpp
+  GPU_LIB_SRCS += llmc/nccl_id_exchange.cpp
 endif
 ifeq ($(NO_USE_MPI),0)
   NVCC_FLAGS += -DUSE_MPI -I$(MPI_INCLUDE_DIR)
@@ -79,7 +82,7 @@ endif
 include mk/cudnn.mk
 
 CXXFLAGS_HOST := -O2 -std=c++17 -Wall -Wextra -I. -pthread
-HOST_LDLIBS := -lpcre2-8 -pthread
+HOST_LDLIBS := -Wl,--as-needed -lpcre2-8 -pthread
 
 GPU_HEADERS := $(wildcard llmc/*.h llmc/*.cuh)
 
@@ -106,18 +109,32 @@ train_gpt2cu: $(BUILD_DIR)/train_gpt2cu
 test_gpt2cu: $(BUILD_DIR)/test_gpt2cu
 	@cp $< $@
 
-$(BUILD_DIR)/train_gpt2cu: train_gpt2.cu $(GPU_HEADERS) $(GPU_EXTRA_SRCS) $(CUDNN_OBJ) | info
+# GPU_LIB: the host objects of GPU_LIB_SRCS, compiled by nvcc with this build's flags; no archive when
+# there are none (NO_MULTI_GPU=1). Both are written under a temporary name, then renamed: two makes of one
+# build dir at once (dev/test/gpu/run_all.sh builds train_gpt2cu and test_gpt2cu so) each link a whole file.
+GPU_LIB_OBJS := $(patsubst llmc/%.cpp,$(BUILD_DIR)/%.o,$(GPU_LIB_SRCS))
+GPU_LIB := $(if $(GPU_LIB_OBJS),$(BUILD_DIR)/libllmc.a)
+$(GPU_LIB_OBJS): $(BUILD_DIR)/%.o: llmc/%.cpp $(wildcard llmc/*.h) | info
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) $< $(GPU_EXTRA_SRCS) $(CUDNN_OBJ) $(NVCC_LDLIBS) $(CUDNN_LDLIBS) -o $@
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@.$$$$.tmp && mv -f $@.$$$$.tmp $@
+$(GPU_LIB): $(GPU_LIB_OBJS)
+	ar rcs $@.$$$$.tmp $^ && mv -f $@.$$$$.tmp $@
 
-$(BUILD_DIR)/test_gpt2cu: test_gpt2.cu $(GPU_HEADERS) $(CUDNN_OBJ) | info
+$(BUILD_DIR)/train_gpt2cu: train_gpt2.cu $(GPU_HEADERS) $(GPU_LIB) $(CUDNN_OBJ) | info
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) $< $(CUDNN_OBJ) $(NVCC_LDLIBS) $(CUDNN_LDLIBS) -o $@
+	$(NVCC) $(NVCC_FLAGS) $< $(CUDNN_OBJ) $(GPU_LIB) $(NVCC_LDLIBS) $(CUDNN_LDLIBS) -o $@
+
+$(BUILD_DIR)/test_gpt2cu: test_gpt2.cu $(GPU_HEADERS) $(GPU_LIB) $(CUDNN_OBJ) | info
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) $< $(CUDNN_OBJ) $(GPU_LIB) $(NVCC_LDLIBS) $(CUDNN_LDLIBS) -o $@
 
 # ---------------------------------------------------------------------------------------------
-# Host-only code: llmc/*.cpp (except the cuDNN one) is a small library shared by tools and tests.
+# Host-only code: llmc/*.cpp (except the cuDNN one) is a static library, build/host/libllmc.a, shared by
+# tools and tests. Linked as an archive, a program gets only the objects it calls (gpt2tok: the BPE, not
+# the id exchange's TCP server); --as-needed likewise drops the shared libraries it does not call.
 HOST_LIB_SRCS := $(filter-out llmc/cudnn_att.cpp,$(wildcard llmc/*.cpp))
 HOST_LIB_OBJS := $(patsubst %.cpp,build/host/%.o,$(HOST_LIB_SRCS))
+HOST_LIB := build/host/libllmc.a
 HOST_TEST_SRCS := $(wildcard dev/test/test_*.cpp)
 HOST_TESTS := $(patsubst dev/test/%.cpp,build/host/tests/%,$(HOST_TEST_SRCS))
 HOST_TOOLS :=
@@ -126,9 +143,13 @@ build/host/%.o: %.cpp $(wildcard llmc/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_HOST) -c $< -o $@
 
-build/host/tests/%: dev/test/%.cpp $(HOST_LIB_OBJS) $(wildcard llmc/*.h)
+$(HOST_LIB): $(HOST_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/host/tests/%: dev/test/%.cpp $(HOST_LIB) $(wildcard llmc/*.h)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS_HOST) $< $(HOST_LIB_OBJS) -lgtest -lgtest_main $(HOST_LDLIBS) -o $@
+	$(CXX) $(CXXFLAGS_HOST) $< $(HOST_LIB) -lgtest -lgtest_main $(HOST_LDLIBS) -o $@
 
 # model_config: what llmc/model_file.h makes of model descriptors (dev/test/descriptor_check.sh)
 build/host/tools/model_config: dev/test/model_config.cpp $(wildcard llmc/*.h)

@@ -24,6 +24,7 @@
 #                                      its own start-up estimate of the largest micro-batch, and at one
 #                                      more, which must stop with the out-of-memory message
 set -uo pipefail
+source "$(dirname "$0")/mpi_launch.sh"  # gpu_memory_sample, peak_mib
 cd "$(dirname "$0")/.."
 ARGS="$*"
 MODEL=d12; B=64; T=1024; STEPS=40; WARM=10; RECOMPUTE=1; GELU=0; TORCH=1; ONLY=""; CONFIGS=""; CUDNN=torch
@@ -68,21 +69,9 @@ OUTDIR=${BENCH_DIR:-build/bench}
 [ "$SUMMARY" = 1 ] || mkdir -p "$OUTDIR"
 JOBS=$(nproc)
 
-# peak memory of a process tree, sampled by nvidia-smi every 100 ms
-mem_watch() {  # $1 = file
-    while true; do
-        nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null >> "$1"
-        sleep 0.1
-    done
-}
-peak_mib() { awk -F', *' '{ if ($2 > m) m = $2 } END { print m + 0 }' "$1"; }
-
-# median of the ms column of step lines after the warm-up
-median_ms() {
-    grep -E '^step +[0-9]+/' "$1" | awk -v w="$WARM" '{ n++; if (n > w) { for (i = 1; i <= NF; i++) if ($(i+1) == "ms") print $i } }' |
-        sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2] + a[NR/2+1]) / 2 }'
-}
-mfu_of() { grep -E '^step +[0-9]+/' "$1" | tail -1 | sed -nE 's/.*\| ([0-9.]+)% bf16 MFU.*/\1/p'; }
+# median of the ms column of step lines after the warm-up; the last step line's MFU
+median_ms() { python3 dev/steplog.py median-ms "$1" --skip "$WARM"; }
+mfu_of() { python3 dev/steplog.py last "$1" mfu; }
 
 # run_one NAME MODEL B COMMAND...: the log gets each line's arrival time (seconds since the start) in
 # $OUTDIR/NAME.times; "first" = seconds until the first step line (start-up, data, init, first step)
@@ -90,7 +79,7 @@ run_one() {
     local name=$1 model=$2 b=$3; shift 3
     local log="$OUTDIR/$name.log" mem="$OUTDIR/$name.mem" times="$OUTDIR/$name.times"
     : > "$mem"
-    mem_watch "$mem" & local watcher=$!
+    gpu_memory_sample "$mem" 0.1 --apps & local watcher=$!  # the process's own memory, every 100 ms
     local t0=$EPOCHREALTIME
     PYTHONUNBUFFERED=1 timeout "$PROG_TIMEOUT" "$@" 2>&1 | while IFS= read -r line; do
         printf '%s\n' "$line" >> "$log.tmp"
@@ -196,7 +185,7 @@ if [ "$MAXBATCH" = 1 ]; then
         for bb in "$est" $((est + 1)); do
             "$bin" -e "$model" -b "$bb" -t "$T" -x 3 -v 0 -s 0 -r "$r" -ge "$ge" -i $TS/tiny_shakespeare_train.bin > "$OUTDIR/maxbatch_$bb.log" 2>&1
             rc=$?
-            steps=$(grep -cE '^step +[0-9]+/' "$OUTDIR/maxbatch_$bb.log")
+            steps=$(python3 dev/steplog.py count "$OUTDIR/maxbatch_$bb.log")
             oom=$(grep -m1 -oE 'activations for -b [0-9]+ .*GPU memory is free' "$OUTDIR/maxbatch_$bb.log")
             echo "  -b $bb: exit $rc, $steps step lines${oom:+, \"$oom\"}"
             [ "$rc" -ne 0 ] && [ -z "$oom" ] && tail -3 "$OUTDIR/maxbatch_$bb.log" | sed 's/^/    /'

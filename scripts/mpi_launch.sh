@@ -1,9 +1,15 @@
-# Helpers for scripts that start train_gpt2cu under mpirun or srun (source it; bash only).
+# The shell functions the scripts share (source it; bash only): starting train_gpt2cu under mpirun or
+# srun, the GPUs a program sees, their memory. (A log's step lines: dev/steplog.py.)
 #   mpirun_cmd                  prints nothing; sets the array MPIRUN: mpirun, plus --allow-run-as-root
 #                               only when running as root (Open MPI refuses root without it)
 #   visible_gpu_count           the GPUs a CUDA program started here sees: nvidia-smi -L's GPUs, narrowed by
 #                               CUDA_VISIBLE_DEVICES when it is set (indices or GPU-/MIG- UUIDs; as CUDA,
 #                               the list ends at the first entry that names no device; set but empty: 0)
+#   gpu_memory_sample FILE SECONDS [--apps]
+#                               until killed (start it in the background), every SECONDS appends the used
+#                               memory of each GPU (MiB, nvidia-smi), one line each; --apps: of each process
+#                               on a GPU instead, "pid, MiB" lines
+#   peak_mib FILE               the largest MiB in such a FILE (its last column), 0 when it is empty
 #   descendants PID             every process below PID (children, grandchildren, ...), one per line
 #   trainer_pids PID            those descendants that are train_gpt2cu processes (the ranks): the
 #                               program name is matched, LLMC_TRAINER_NAME to match another name
@@ -51,6 +57,17 @@ visible_gpu_count() {
     done
     echo "$n"
 }
+
+gpu_memory_sample() {
+    local query=--query-gpu=memory.used
+    [ "${3:-}" = --apps ] && query=--query-compute-apps=pid,used_memory
+    while true; do
+        nvidia-smi "$query" --format=csv,noheader,nounits >> "$1" 2>/dev/null
+        sleep "$2"
+    done
+}
+
+peak_mib() { awk -F', *' '{ if ($NF + 0 > m) m = $NF + 0 } END { print m + 0 }' "$1"; }
 
 descendants() {
     local kid

@@ -43,15 +43,14 @@ else
     NP=2; NS=(2); [ "$NGPU" -ge 4 ] && NS+=(4); ONE_ENV=()
 fi
 MPI=("${MPIRUN[@]}" --bind-to none -x NCCL_NVLS_ENABLE "${ONE_ENV[@]}")
-losses() { grep -E '^step +[0-9]+/' "$1" | sed -E 's/.*\| loss ([0-9.]+) .*/\1/'; }
-median_ms() { grep -E '^step +[0-9]+/' "$1" | tail -n 10 | sed -E 's/.*\| ([0-9.]+) ms .*/\1/' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+median_ms() { python3 dev/steplog.py median-ms "$1" --last 10 --lower; }
 peak_mem() {  # run a command while sampling nvidia-smi; prints the largest per-GPU used memory (MiB)
     local f=$1; shift
-    ( while true; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits >> "$f.mem"; sleep 0.2; done ) &
+    gpu_memory_sample "$f.mem" 0.2 &
     local w=$!
     "$@"; local rc=$?
     kill $w; wait $w 2>/dev/null
-    awk '$1 > m { m = $1 } END { print m + 0 }' "$f.mem" > "$f.peak"
+    peak_mib "$f.mem" > "$f.peak"
     return $rc
 }
 status=0
@@ -70,9 +69,9 @@ for z in 0 1; do
     done
     for r in "${runs[@]}"; do
         f="$D/$r"; n=${r%%_*}; n=${n#g}; [ "$n" = nccl1 ] && n=1
-        [ "$(losses "$f.log" | wc -l)" -eq 20 ] || { echo "FAIL: $r did not run 20 steps"; tail -3 "$f.log"; status=1; continue; }
+        [ "$(python3 dev/steplog.py count "$f.log")" -eq 20 ] || { echo "FAIL: $r did not run 20 steps"; tail -3 "$f.log"; status=1; continue; }
         ms=$(median_ms "$f.log")
-        dl=$(paste <(losses "$D/g1_z$z.log") <(losses "$f.log") | awk '{d=$1-$2; if (d<0) d=-d; if (d>m) m=d} END {printf "%.2e", m}')
+        dl=$(printf %.2e "$(python3 dev/steplog.py compare "$f.log" "$D/g1_z$z.log")")
         label="$n GPU -z $z"; [ "${r%%_*}" = nccl1 ] && label="1 NCCL -z $z"
         awk -v n="$n" -v label="$label" -v ms="$ms" -v b="$base_ms" -v pk="$(cat "$f.peak")" -v dl="$dl" 'BEGIN {
             printf "%-18s %8.1f %12.0f %9.1f%% %10d %14s\n", label, ms, 524288 / (ms / 1000) / n, 100 * b / (n * ms), pk, dl }'
@@ -87,14 +86,14 @@ for method in tcp fs; do
     mkdir -p "$D/fs"
     for ((r = 0; r < NP; r++)); do "${single[@]}" ./train_gpt2cu "${COMMON[@]}" -x 5 "${extra[@]}" -pr $r > "$D/$method.$r.log" 2>&1 & done
     wait
-    if grep -qE '^step +5/' "$D/$method.0.log"; then echo "PASS: -pi $method, $NP processes"; else echo "FAIL: -pi $method"; tail -3 "$D/$method".*.log; status=1; fi
+    if [ "$(python3 dev/steplog.py count "$D/$method.0.log" --step 5)" -ge 1 ]; then echo "PASS: -pi $method, $NP processes"; else echo "FAIL: -pi $method"; tail -3 "$D/$method".*.log; status=1; fi
 done
 
 # checkpoint at step 10, crash after step 12 (every rank killed), resume: steps 11-20 bitwise equal
 "${MPI[@]}" -np $NP ./train_gpt2cu "${COMMON[@]}" -z 1 -n 10 -o "$D/ck_a" > "$D/ck_a.log" 2>&1
 "${MPI[@]}" -np $NP ./train_gpt2cu "${COMMON[@]}" -z 1 -n 10 -o "$D/ck_b" > "$D/ck_b1.log" 2>&1 &
 pid=$!
-until grep -qE '^step +12/' "$D/ck_b1.log" 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 0.05; done
+python3 dev/steplog.py wait "$D/ck_b1.log" 12 --pid $pid --interval 0.05
 ranks=$(trainer_pids $pid)
 kill_tree $pid; wait $pid 2>/dev/null
 sleep 1
@@ -102,7 +101,7 @@ left=0; for p in $ranks; do st=$(ps -o stat= -p "$p" 2>/dev/null); [ -n "$st" ] 
 [ -n "$ranks" ] && [ $left -eq 0 ] && echo "PASS: crash test killed mpirun and its $(echo $ranks | wc -w) ranks" ||
     { echo "FAIL: crash test: ranks '$ranks', $left still running"; status=1; }
 "${MPI[@]}" -np $NP ./train_gpt2cu "${COMMON[@]}" -z 1 -n 10 -o "$D/ck_b" -y 1 > "$D/ck_b2.log" 2>&1
-strip() { grep -E '^step +(1[1-9]|20)/' "$1" | sed -E 's/\| [0-9.]+ ms.*//'; }
+strip() { python3 dev/steplog.py lines "$1" --from 11 --to 20 --no-timing; }
 if [ "$(strip "$D/ck_a.log" | wc -l)" -eq 10 ] && cmp -s <(strip "$D/ck_a.log") <(strip "$D/ck_b2.log"); then
     echo "PASS: $NP-process checkpoint at step 10 + crash + resume: steps 11-20 bitwise equal"
 else

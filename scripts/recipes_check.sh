@@ -36,13 +36,13 @@ for s in $SIZES; do
     b=$(DRY_RUN=1 DATASET="$DATA" "$recipe" 2>/dev/null | sed -nE 's/^dry run: rank 0 of .* -b ([0-9]+) .*/\1/p' | head -1)
     log="$WORK/$s.log" mem="$WORK/$s.mem"
     : > "$mem"
-    ( while true; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits >> "$mem" 2>/dev/null; sleep 0.2; done ) &
+    gpu_memory_sample "$mem" 0.2 &
     watcher=$!
     DATASET="$DATA" OUT_DIR="$WORK/out_$s" MAX_RESTARTS=1 "$recipe" -x 20 -d $((b * 1024 * NUM_GPUS)) -s 0 > "$log" 2>&1
     rc=$?
     kill $watcher 2>/dev/null; wait $watcher 2>/dev/null
-    peak=$(awk '{ if ($1 > m) m = $1 } END { printf "%.1f", m / 1024 }' "$mem")
-    printf "%-8s %-5s %-80s %s\n" "$s" "$rc" "$(grep -E '^step +[0-9]+/' "$log" | tail -1 | cut -c1-80)" "$peak"
+    peak=$(awk -v m="$(peak_mib "$mem")" 'BEGIN { printf "%.1f", m / 1024 }')
+    printf "%-8s %-5s %-80s %s\n" "$s" "$rc" "$(python3 dev/steplog.py last "$log" | cut -c1-80)" "$peak"
     [ "$rc" -ne 0 ] && tail -5 "$log" | sed 's/^/    /'
     rm -rf "$WORK/out_$s"  # the final checkpoint of 1558M is ~22 GB
 done

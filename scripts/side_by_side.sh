@@ -48,12 +48,12 @@ rm -rf "$SBS_OUT/train_gpt2cu"
 # -sh 0: file order, as train_gpt2.py reads it
 "$BIN" -e "$SBS_OUT/init.bin" "${DATA[@]}" "${SCHED[@]}" -sh 0 -s 0 -o "$SBS_OUT/train_gpt2cu" > "$SBS_OUT/train_gpt2cu.txt" 2>&1 ||
     { tail -20 "$SBS_OUT/train_gpt2cu.txt"; exit 1; }
-grep -E '^step +1/|^step +'"$STEPS"'/' "$SBS_OUT/train_gpt2cu.txt"
+python3 dev/steplog.py lines "$SBS_OUT/train_gpt2cu.txt" --step 1 --step "$STEPS"
 echo "=== train_gpt2.py (bf16 autocast, torch.compile)"
 rm -rf "$SBS_OUT/train_gpt2.py"
 python3 train_gpt2.py --init_from "$SBS_OUT/init.bin" "${DATA[@]}" "${SCHED[@]}" --compile 1 --dtype bfloat16 \
     -o "$SBS_OUT/train_gpt2.py" > "$SBS_OUT/train_gpt2.py.txt" 2>&1 || { tail -20 "$SBS_OUT/train_gpt2.py.txt"; exit 1; }
-grep -E '^step +1/|^step +'"$STEPS"'/' "$SBS_OUT/train_gpt2.py.txt"
+python3 dev/steplog.py lines "$SBS_OUT/train_gpt2.py.txt" --step 1 --step "$STEPS"
 
 python3 dev/plot_log.py -o "$SBS_OUT/curves.png" "$SBS_OUT/train_gpt2cu/main.log" "$SBS_OUT/train_gpt2.py/main.log" || exit 1
 python3 - "$SBS_OUT" "$MODEL" <<'EOF'

@@ -28,11 +28,12 @@ $(PARQUET_OBJ): dev/data/parquet_text.cpp dev/data/parquet_text.h dev/data/prepa
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_HOST) -std=c++20 -isystem $(PYARROW_DIR)/include -c $< -o $@  # Arrow 26 headers need C++20
 
-gpt2tok: dev/data/gpt2tok.cpp $(HOST_LIB_OBJS) $(wildcard llmc/*.h)
-	$(CXX) $(CXXFLAGS_HOST) $< $(HOST_LIB_OBJS) $(HOST_LDLIBS) -o $@
+# both link build/host/libllmc.a (the top-level Makefile): only the objects they call
+gpt2tok: dev/data/gpt2tok.cpp $(HOST_LIB) $(wildcard llmc/*.h)
+	$(CXX) $(CXXFLAGS_HOST) $< $(HOST_LIB) $(HOST_LDLIBS) -o $@
 
-prepare_dataset: dev/data/prepare_dataset.cpp dev/data/prepare_dataset.h $(HOST_LIB_OBJS) $(PARQUET_OBJ) $(wildcard llmc/*.h) | data-info
-	$(CXX) $(CXXFLAGS_HOST) $(PARQUET_DEFINE) $< $(HOST_LIB_OBJS) $(PARQUET_OBJ) $(HOST_LDLIBS) $(PARQUET_LIBS) -o $@
+prepare_dataset: dev/data/prepare_dataset.cpp dev/data/prepare_dataset.h $(HOST_LIB) $(PARQUET_OBJ) $(wildcard llmc/*.h) | data-info
+	$(CXX) $(CXXFLAGS_HOST) $(PARQUET_DEFINE) $< $(PARQUET_OBJ) $(HOST_LIB) $(HOST_LDLIBS) $(PARQUET_LIBS) -o $@
 
 # The dataset tests include dev/data/prepare_dataset.h and run the two tools as a user would.
 build/host/tests/test_prepare_dataset: dev/data/prepare_dataset.h | prepare_dataset gpt2tok

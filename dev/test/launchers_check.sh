@@ -95,7 +95,7 @@ for f in scripts/multi_node/*.sbatch; do
 done
 
 # 5. a SIGTERM to a script running srun reaches srun (which passes it to every task); under mpirun it
-# reaches the ranks, not mpirun (test_scaling_data.sh checks that one)
+# reaches the ranks, not mpirun (scaling_data_check.sh checks that one)
 cat > "$T/launcher" <<EOF
 #!/usr/bin/env bash
 trap 'echo got TERM > "$T/launcher.term"; exit 0' TERM

@@ -39,9 +39,8 @@ COMMON=(-i "$WORK/shard_train_*.bin" -j "$WORK/shard_val_*.bin" --model custom:L
 
 echo "--- 1. train custom:L2,C128,NH2 for 4 steps"
 "$PYTHON" train_gpt2.py "${COMMON[@]}" -x 4 -o "$WORK/log" | tee "$WORK/train.txt"
-num='[0-9]+\.[0-9]'
-step_re="^step +[1-4]/4 \| loss $num{6} \(([+-]$num{2}|\+nan)z\)\| norm $num{4} \(([+-]$num{2}|\+nan)z\)\| lr $num{2}e[+-][0-9]{2} \| $num{2} ms \| 0\.0% bf16 MFU \| [0-9]+ tok/s$"
-[ "$(grep -cE "$step_re" "$WORK/train.txt")" = 4 ] || fail "expected 4 step lines in llm.c's format"
+[ "$("$PYTHON" dev/steplog.py count "$WORK/train.txt" --exact --from 1 --to 4)" = 4 ] ||
+    fail "expected 4 step lines in llm.c's format"
 [ "$(grep -cE '^val loss [0-9]+\.[0-9]{6}$' "$WORK/train.txt")" = 3 ] || fail "expected val loss at steps 0, 2, 4"
 # llm.c's numbering: update k+1 is "s:k trl", so 4 steps log s:0 .. s:3
 grep -qE '^s:0 trl:[0-9.]+ lr:[0-9.]+ norm:[0-9.]+$' "$WORK/log/main.log" || fail "main.log lacks the train line s:0 (first update)"
@@ -52,7 +51,7 @@ grep -qE '^s:4 tel:[0-9.]+$' "$WORK/log/main.log" || fail "main.log lacks the la
 echo "--- 2. same 4 steps, then write the reference files"
 "$PYTHON" train_gpt2.py "${COMMON[@]}" --pretrain_steps 4 --write_tensors "$WORK/ref/gpt2_d2" --test_lr 3e-3 --write_llmc_v2 1 \
     | tee "$WORK/write.txt"
-losses() { grep -E '^(step|val)' "$1" | sed -E 's/\|[^|]* ms \|.*$//'; }
+losses() { "$PYTHON" dev/steplog.py lines "$1" --no-timing && grep -E '^val' "$1"; }
 diff <(losses "$WORK/train.txt") <(losses "$WORK/write.txt") || fail "same seed, different losses: not deterministic"
 grep -q "loss drop over 10 steps" "$WORK/write.txt" || fail "writer did not report the loss drop"
 

@@ -13,10 +13,11 @@ for src in llmc/*.cpp; do
     g++ "${FLAGS[@]}" -c "$src" -o "$obj"
     objs+=("$obj")
 done
+rm -f "$OUT/libllmc.a" && ar rcs "$OUT/libllmc.a" "${objs[@]}"  # as the Makefile: each test links what it calls
 status=0
 for src in dev/test/test_*.cpp; do
     name=$(basename "$src" .cpp)
-    g++ "${FLAGS[@]}" "$src" "${objs[@]}" -lgtest -lgtest_main -lpcre2-8 -o "$OUT/tests/$name"
+    g++ "${FLAGS[@]}" "$src" "$OUT/libllmc.a" -lgtest -lgtest_main -lpcre2-8 -o "$OUT/tests/$name"
     if ASAN_OPTIONS=detect_leaks=1 GTEST_FILTER=-Reference.* "$OUT/tests/$name" >"$OUT/tests/$name.log" 2>&1; then
         echo "PASS  $name"
     else

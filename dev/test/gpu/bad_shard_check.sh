@@ -34,7 +34,7 @@ COMMON=(-e custom:L2,C128,NH2 -b 4 -t 64 -d 768 -x 20 -v 0 -s 0 -n 1 -nk 0
         -i "$D/data/train_*.bin" -j "$D/data/val_*.bin" "$@")
 MSG="-i: token shard '$D/data/train_000002.bin' has token id 50300 at position 700"
 newest() { ls "$1" | sed -nE 's/^DONE_0*([0-9]+)$/\1/p' | sort -n | tail -1; }
-last_step() { grep -E '^step +[0-9]+/' "$1" | tail -1 | sed -E 's/^step +([0-9]+)\/.*/\1/'; }
+last_step() { python3 dev/steplog.py last "$1" step; }
 status=0
 check() {  # NAME LOG RC WANT_NEWEST_CHECKPOINT DIR
     local name=$1 log=$2 rc=$3 want=$4 dir=$5

@@ -7,8 +7,8 @@
 #     reads it (the 10 lines from "step    1/10" on, the loss in columns 20-28, each must parse). llm.c's
 #     expected losses belong to OpenAI's GPT-2 124M weights: with LLMC_GPT2_124M=<that model file in
 #     our or llm.c's format> they are also compared (llm.c's 5% limit); the default gpt2_124M.bin is the
-#     reference model gpu_test.sh trains, whose losses are only printed.
-# Needs gpt2_124M.bin, gpt2_124M_bf16.bin and gpt2_124M_debug_state.bin (written by dev/test/gpu/gpu_test.sh,
+#     reference model pytorch_reference_check.sh trains, whose losses are only printed.
+# Needs gpt2_124M.bin, gpt2_124M_bf16.bin and gpt2_124M_debug_state.bin (written by dev/test/gpu/pytorch_reference_check.sh,
 # made here the same way when missing).
 # Usage: dev/test/gpu/llmc_ci_check.sh        exit 1 if any check fails
 set -uo pipefail
@@ -42,21 +42,22 @@ run_test BF16 -w 0
 run_test BF16 -r 2
 run_test BF16 -b 32
 
-# llm.c's loss checker (dev/loss_checker_ci.py), re-implemented: the same lines, the same columns
+# llm.c's loss checker (dev/loss_checker_ci.py), re-implemented in dev/steplog.py: the same lines, the same columns
 model=${LLMC_GPT2_124M:-gpt2_124M.bin}
 out=$W/train_gpt2cu_fp32_precision.txt
 "$W/train_gpt2cu_FP32" -b 1 -t 64 -d 256 -l 0.0001 -v 200 -s 200 -a 1 -x 10 -r 0 -f 0 -e "$model" > "$out" 2>&1 ||
     { echo "FAIL train_gpt2cu (FP32) with llm.c's CI command line ($out)"; tail -5 "$out"; status=1; }
 python3 - "$out" "${LLMC_GPT2_124M:+compare}" <<'EOF' || status=1
 import sys
-lines = open(sys.argv[1]).readlines()
-start = next((i for i, l in enumerate(lines) if "step    1/10" in l), None)
-if start is None:
+sys.path.insert(0, "dev")
+import steplog
+block = steplog.llmc_checker_lines(open(sys.argv[1]).readlines())
+if block is None:
     sys.exit("FAIL loss checker: no 'step    1/10' line")
 try:
-    got = [float(l[20:28].strip()) for l in lines[start:start + 10]]
+    got = [steplog.llmc_checker_loss(l) for l in block]
 except ValueError as e:
-    sys.exit(f"FAIL loss checker: a line after 'step    1/10' is not a step line ({e}):\n" + "".join(lines[start:start + 10]))
+    sys.exit(f"FAIL loss checker: a line after 'step    1/10' is not a step line ({e}):\n" + "".join(block))
 if len(got) != 10:
     sys.exit(f"FAIL loss checker: {len(got)} step lines")
 print("PASS loss checker reads 10 step lines:", " ".join(f"{x:.6f}" for x in got))

@@ -15,7 +15,7 @@ make -j"$J" train_gpt2cu NO_MULTI_GPU=1 > "$D/build_single.log" 2>&1 && cp train
 make -j"$J" train_gpt2cu > "$D/build_nccl.log" 2>&1 && cp train_gpt2cu "$D/bin_nccl" || { tail "$D/build_nccl.log"; exit 1; }
 grep -E "✓|✗" "$D/build_nccl.log"
 COMMON=(-e d12 -b 16 -t 1024 -x 20 -l 6e-4 -u 5 -v 0 -s 0 -n 20)
-steps() { grep -E '^step +[0-9]+/' "$1" | sed -E 's/\| [0-9.]+ ms.*//'; }
+steps() { python3 dev/steplog.py lines "$1" --no-timing; }  # the timing columns differ between runs
 status=0
 check() {  # name log dir
     if [ "$(steps "$2" | wc -l)" -eq 20 ] && cmp -s <(steps "$D/single.log") <(steps "$2") &&

@@ -25,7 +25,7 @@ make -j"$J" train_gpt2cu > "$D/build_nccl.log" 2>&1 && mkdir -p "$D/bin_nccl" &&
 COMMON=(-e d12 -b 8 -t 1024 -x 2000 -l 6e-4 -v 0 -s 0)
 status=0
 wait_step() {  # LOG N PID: until LOG shows step N (or the process is gone)
-    until grep -qE "^step +$2/" "$1" 2>/dev/null || ! kill -0 "$3" 2>/dev/null; do sleep 0.1; done
+    python3 dev/steplog.py wait "$1" "$2" --pid "$3" --interval 0.1
 }
 check_stop() {  # NAME LOG RC DIR
     local n; n=$(sed -nE 's/^stopping after step ([0-9]+).*/\1/p' "$2")

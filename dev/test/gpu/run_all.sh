@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# Every GPU check in one command (a machine with an NVIDIA GPU, python3 with torch): first every binary
-# the checks use is built, all builds at once (each switch combination has its own build dir), then the
-# checks run one after another. Ends with "N passed, N failed" (a skipped check counts as neither; its
-# reason is printed). Logs: $GPU_LOG_DIR (default build/gpu-logs), one NAME.log per check.
+# Every GPU check in one command (a machine with an NVIDIA GPU, python3 with torch), as dev/test/run_all.sh
+# is for the machine without one: first every binary the checks use is built, all builds at once (each
+# switch combination has its own build dir), then the checks run one after another. Ends with "N passed,
+# N failed" (a skipped check counts as neither; its reason is printed). Logs: $GPU_LOG_DIR (default
+# build/gpu-logs), one NAME.log per check. Each CHECK but zero_check and kernel_lab is the script
+# dev/test/gpu/CHECK.sh, which also runs alone.
 #
 # Usage: dev/test/gpu/run_all.sh [CHECK ...]        default: all of them, in this order:
-#   gpu_test              test_gpt2cu against the PyTorch reference (BF16, FP32; + cuDNN when the cuDNN
-#                         frontend headers are found), two shapes
-#   resume_test           SIGKILL + resume, SIGTERM checkpoint
-#   bad_shard_check       a bad token id in a later shard stops the run, newest checkpoint the last good one
-#   zero_check            dev/cuda/zero_check: ZeRO-1 collectives and sharded AdamW, one process
-#   multi_gpu_check       the NCCL build on one GPU (tcp / fs / mpirun) bitwise equal to NO_MULTI_GPU=1
-#   multi_gpu_stop_check  SIGTERM and the watchdog in the NCCL and plain builds
-#   llmc_ci_check         llm.c's own GPU CI commands against our binaries
-#   llmc_compare          ours against llm.c (needs LLMC_DIR=<karpathy/llm.c tree>, else skipped)
-#   multi_gpu_checklist   what only several GPUs show (skipped with fewer than 2 GPUs)
+#   pytorch_reference_check  test_gpt2cu against the PyTorch reference (BF16, FP32; + cuDNN when the cuDNN
+#                            frontend headers are found), two shapes
+#   resume_check             SIGKILL + resume, SIGTERM checkpoint
+#   bad_shard_check          a bad token id in a later shard stops the run, newest checkpoint the last good one
+#   zero_check               dev/cuda/zero_check: ZeRO-1 collectives and sharded AdamW, one process
+#   multi_gpu_check          the NCCL build on one GPU (tcp / fs / mpirun) bitwise equal to NO_MULTI_GPU=1
+#   multi_gpu_stop_check     SIGTERM and the watchdog in the NCCL and plain builds
+#   llmc_ci_check            llm.c's own GPU CI commands against our binaries
+#   llmc_compare_check       ours against llm.c (needs LLMC_DIR=<karpathy/llm.c tree>, else skipped)
+#   multi_gpu_ranks_check    what only several GPUs show (skipped with fewer than 2 GPUs)
+#   kernel_lab               the kernel lab, every program (make -C dev/cuda, dev/cuda/run_all.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 LOG=${GPU_LOG_DIR:-build/gpu-logs}
 mkdir -p "$LOG"
-ALL="gpu_test resume_test bad_shard_check zero_check multi_gpu_check multi_gpu_stop_check llmc_ci_check llmc_compare multi_gpu_checklist"
+ALL="pytorch_reference_check resume_check bad_shard_check zero_check multi_gpu_check multi_gpu_stop_check"
+ALL+=" llmc_ci_check llmc_compare_check multi_gpu_ranks_check kernel_lab"
 CHECKS=${*:-$ALL}
 for c in $CHECKS; do
     case " $ALL " in *" $c "*) ;; *) echo "unknown check '$c' (known: $ALL)"; exit 1;; esac
@@ -40,15 +44,15 @@ fi
 # Builds, all at once: the make commands the checks run themselves then find their binaries up to date
 has() { case " $CHECKS " in *" $1 "*) return 0;; esac; return 1; }
 builds=()
-if has resume_test || has bad_shard_check || has multi_gpu_check || has multi_gpu_stop_check || has multi_gpu_checklist ||
-   has llmc_compare; then  # llmc_compare: the 124M recipe's build (USE_CUDNN=0)
+if has resume_check || has bad_shard_check || has multi_gpu_check || has multi_gpu_stop_check || has multi_gpu_ranks_check ||
+   has llmc_compare_check; then  # llmc_compare_check: the 124M recipe's build (USE_CUDNN=0)
     builds+=("train_gpt2cu")
 fi
 if has multi_gpu_check || has multi_gpu_stop_check; then builds+=("train_gpt2cu NO_MULTI_GPU=1"); fi
-if has gpu_test || has llmc_ci_check; then builds+=("test_gpt2cu PRECISION=BF16 USE_CUDNN=0" "test_gpt2cu PRECISION=FP32 USE_CUDNN=0"); fi
-if has gpu_test && [ $CUDNN = 1 ]; then builds+=("test_gpt2cu PRECISION=BF16 USE_CUDNN=1"); fi
+if has pytorch_reference_check || has llmc_ci_check; then builds+=("test_gpt2cu PRECISION=BF16 USE_CUDNN=0" "test_gpt2cu PRECISION=FP32 USE_CUDNN=0"); fi
+if has pytorch_reference_check && [ $CUDNN = 1 ]; then builds+=("test_gpt2cu PRECISION=BF16 USE_CUDNN=1"); fi
 if has llmc_ci_check; then builds+=("train_gpt2cu PRECISION=FP32 USE_CUDNN=0"); fi
-if has llmc_compare; then
+if has llmc_compare_check; then
     builds+=("train_gpt2cu PRECISION=BF16 USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1"
              "train_gpt2cu PRECISION=FP32 USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1")
 fi
@@ -59,7 +63,10 @@ for b in "${builds[@]}"; do
     make $b > "$LOG/build_$k.log" 2>&1 &
     k=$((k + 1))
 done
-has zero_check && { make -C dev/cuda zero_check > "$LOG/build_zero_check.log" 2>&1 & }
+# the lab's programs (zero_check among them when NCCL is found), or only zero_check
+if has kernel_lab; then { make -C dev/cuda all > "$LOG/build_kernel_lab.log" 2>&1 & }
+elif has zero_check; then { make -C dev/cuda zero_check > "$LOG/build_zero_check.log" 2>&1 & }
+fi
 wait
 echo "builds: ${#builds[@]} switch combinations in $((SECONDS - t0)) s"
 
@@ -77,14 +84,15 @@ run() {  # NAME CMD...
 }
 for c in $CHECKS; do
     case $c in
-        gpu_test) run gpu_test env CUDNN=$CUDNN bash dev/test/gpu/gpu_test.sh;;
+        pytorch_reference_check) run "$c" env CUDNN=$CUDNN bash dev/test/gpu/pytorch_reference_check.sh;;
         zero_check) run zero_check env LLMC_NCCL_SINGLE=1 dev/cuda/bin/zero_check;;
-        llmc_compare)
-            if [ -z "${LLMC_DIR:-}" ]; then echo "SKIP  llmc_compare (set LLMC_DIR to a karpathy/llm.c tree)"; continue; fi
-            run llmc_compare bash dev/test/gpu/llmc_compare.sh;;
-        multi_gpu_checklist)
-            if [ "$GPUS" -lt 2 ]; then echo "SKIP  multi_gpu_checklist (needs 2 or more GPUs, this machine has $GPUS)"; continue; fi
-            run multi_gpu_checklist bash dev/test/gpu/multi_gpu_checklist.sh;;
+        kernel_lab) run kernel_lab env LOG_DIR="$(cd "$LOG" && pwd)/kernel_lab" bash dev/cuda/run_all.sh;;
+        llmc_compare_check)
+            if [ -z "${LLMC_DIR:-}" ]; then echo "SKIP  $c (set LLMC_DIR to a karpathy/llm.c tree)"; continue; fi
+            run "$c" bash dev/test/gpu/llmc_compare_check.sh;;
+        multi_gpu_ranks_check)
+            if [ "$GPUS" -lt 2 ]; then echo "SKIP  $c (needs 2 or more GPUs, this machine has $GPUS)"; continue; fi
+            run "$c" bash dev/test/gpu/multi_gpu_ranks_check.sh;;
         *) run "$c" bash "dev/test/gpu/$c.sh";;
     esac
 done

@@ -6,14 +6,13 @@
 # Passes when steps 41-60 of B's resumed run print exactly the losses and norms of A, C leaves a
 # complete checkpoint, and links planted in A's -o at temporary names are never written through. The data is shuffled (the default, llm.c's shuffle), so the data loader's orders and
 # MT19937 state go through the state file too.
-# Usage: dev/test/gpu/resume_test.sh [extra trainer flags]
+# Usage: dev/test/gpu/resume_check.sh [extra trainer flags]
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-D=${RESUME_DIR:-build/resume_test}
+D=${RESUME_DIR:-build/resume_check}
 rm -rf "$D"; mkdir -p "$D"
 make -j"$(nproc)" train_gpt2cu > "$D/build.log" 2>&1 || { tail -20 "$D/build.log"; exit 1; }
 COMMON=(-e d12 -b 16 -t 1024 -x 60 -l 6e-4 -u 10 -q 0.1 -v 0 -s 0 -n 20 "$@")
-steps() { grep -E '^step +[0-9]+/' "$1" | sed -E 's/\| [0-9.]+ ms.*//'; }  # drop timing columns
 
 # links planted at the temporary names earlier builds wrote through (<file>.tmp) and at main.log: run A
 # must leave the file they point to alone (llmc/utils.h AtomicFile) and replace the main.log link
@@ -25,16 +24,16 @@ done
 
 ./train_gpt2cu "${COMMON[@]}" -o "$D/b" > "$D/b1.log" 2>&1 &
 pid=$!
-until grep -qE '^step +45/' "$D/b1.log" 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 0.02; done
+python3 dev/steplog.py wait "$D/b1.log" 45 --pid $pid --interval 0.02
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-echo "B killed after: $(grep -E '^step' "$D/b1.log" | tail -1 | cut -c1-40)"
+echo "B killed after: $(python3 dev/steplog.py last "$D/b1.log" | cut -c1-40)"
 ls "$D/b"
 ./train_gpt2cu "${COMMON[@]}" -o "$D/b" -y 1 > "$D/b2.log" 2>&1 || { echo "resume of B failed"; tail "$D/b2.log"; exit 1; }
 grep -E "resume:" "$D/b2.log"
 
 status=0
-steps "$D/a.log" | grep -E '^step +(4[1-9]|5[0-9]|60)/' > "$D/a_41_60.txt"
-steps "$D/b2.log" | grep -E '^step +(4[1-9]|5[0-9]|60)/' > "$D/b_41_60.txt"
+python3 dev/steplog.py lines "$D/a.log" --from 41 --to 60 --no-timing > "$D/a_41_60.txt"
+python3 dev/steplog.py lines "$D/b2.log" --from 41 --to 60 --no-timing > "$D/b_41_60.txt"
 if [ "$(wc -l < "$D/a_41_60.txt")" -eq 20 ] && cmp -s "$D/a_41_60.txt" "$D/b_41_60.txt"; then
     echo "PASS: steps 41-60 after SIGKILL + resume equal the uninterrupted run (20 lines)"
 else
@@ -55,7 +54,7 @@ fi
 
 ./train_gpt2cu "${COMMON[@]}" -n 0 -o "$D/c" > "$D/c.log" 2>&1 &
 pid=$!
-until grep -qE '^step +10/' "$D/c.log" 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 0.02; done
+python3 dev/steplog.py wait "$D/c.log" 10 --pid $pid --interval 0.02
 kill -TERM $pid; wait $pid; rc=$?
 latest=$(ls "$D/c" | sed -nE 's/^DONE_0*([0-9]+)$/\1/p' | sort -n | tail -1)
 if [ $rc -eq 0 ] && [ -n "$latest" ] && grep -q "^stopping after step $latest: SIGINT/SIGTERM" "$D/c.log"; then

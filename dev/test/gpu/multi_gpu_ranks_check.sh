@@ -3,7 +3,7 @@
 # Multi-GPU checklist: what only several GPUs of one node can show. NEEDS >= 2 GPUs (case 3: >= 3);
 # cases that need more GPUs than the machine has print SKIP. Hand-started ranks (-pi tcp / fs), one per
 # GPU, on tiny Shakespeare. Usage:
-#   dev/test/gpu/multi_gpu_checklist.sh          (CHECKLIST_DIR: logs, default build/multi_gpu_checklist;
+#   dev/test/gpu/multi_gpu_ranks_check.sh        (CHECKLIST_DIR: logs, default build/multi_gpu_ranks_check;
 #                                                 MGPU_PORT: first TCP port, default 29400)
 # Each case prints PASS or FAIL lines; the exit code is 0 only if none failed.
 #   1. resume with a stale -o (2 GPUs): rank 1's -o holds an old checkpoint (step 140: full outlier
@@ -26,7 +26,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 export NCCL_NVLS_ENABLE=0
-D=${CHECKLIST_DIR:-build/multi_gpu_checklist}
+D=${CHECKLIST_DIR:-build/multi_gpu_ranks_check}
 D=$(mkdir -p "$D" && cd "$D" && pwd)
 rm -rf "${D:?}"/*
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -56,7 +56,7 @@ ranks() {
     TOOK=$((SECONDS - t0))
 }
 tcp() { echo -pi tcp -ps 127.0.0.1 -pp "$PORT" -pn "$1" -pr "$2" -pg "$NGPU"; }
-steps() { grep -E '^step +[0-9]+/' "$1" | sed -E 's/\| [0-9.]+ ms.*//'; }
+steps() { python3 dev/steplog.py lines "$1" --no-timing; }  # the timing columns differ between runs
 checksum() { sed -nE 's/^rank [0-9]+: parameter checksum ([0-9a-f]+)$/\1/p' "$1"; }
 
 # ---------------------------------------------------------------------------------------------------
@@ -149,8 +149,10 @@ if [ "$NGPU" -ge 3 ]; then
     ranks p3-z0 3
     rc_z0="${RC[*]}"
     close=$(python3 - "$D/p3-z1.r0.log" "$D/p3-z0.r0.log" <<'EOF'
-import re, sys
-loss = lambda p: [float(m.group(1)) for m in re.finditer(r"^step +\d+/\d+ \| loss ([0-9.]+)", open(p).read(), re.M)]
+import sys
+sys.path.insert(0, "dev")
+import steplog
+loss = lambda p: [s.loss for s in steplog.read(p)]
 a, b = loss(sys.argv[1]), loss(sys.argv[2])
 print("yes" if len(a) == 6 and len(b) == 6 and all(abs(x - y) <= 1e-3 * abs(y) for x, y in zip(a, b)) else f"no {a} {b}")
 EOF
@@ -203,7 +205,7 @@ PORT=$((PORT + 1))
 p0=$!
 "$BIN" -e d12 "${SMALL[@]}" -x 5000 -wt 60 $(tcp 2 1) > "$D/kill.r1.log" 2>&1 &
 p1=$!
-until grep -qE '^step +20/' "$D/kill.r0.log" 2>/dev/null || ! kill -0 $p0 2>/dev/null; do sleep 0.2; done
+python3 dev/steplog.py wait "$D/kill.r0.log" 20 --pid $p0 --interval 0.2
 t0=$SECONDS
 kill -KILL $p1
 wait $p0; rc0=$?

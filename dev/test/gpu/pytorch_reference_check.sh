@@ -9,7 +9,7 @@
 #  3. test_gpt2cu in the BF16 and FP32 builds (and BF16 + USE_CUDNN=1 when CUDNN=1), at both shapes,
 #     and on gpt2_124M_debug_state_v2.bin (the d12 debug state in llm.c's version 2 layout: llm.c's
 #     fixed tolerances)
-# Usage: [PRETRAIN=300] [PRETRAIN_WIDE=100] [CUDNN=0|1] [REGEN=1] dev/test/gpu/gpu_test.sh     exit 1 if any test fails
+# Usage: [PRETRAIN=300] [PRETRAIN_WIDE=100] [CUDNN=0|1] [REGEN=1] dev/test/gpu/pytorch_reference_check.sh     exit 1 if any test fails
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 PRETRAIN=${PRETRAIN:-300}

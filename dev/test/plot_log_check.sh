@@ -2,7 +2,7 @@
 # Check for dev/plot_log.py: plots made-up main.log files and checks a PNG comes out with exactly the
 # panels that have data (--describe lists the figure's axes): all four for train + val + eval lines, two
 # runs in each; loss / lr / norm without eval (a run without -h 1); one loss panel for a val-only log; and
-# that a missing log or one with no data is a clear error. Usage: bash dev/test/test_plot_log.sh (exit 0 = pass)
+# that a missing log or one with no data is a clear error. Usage: bash dev/test/plot_log_check.sh (exit 0 = pass)
 set -euo pipefail
 PY=${PYTHON:-python3}
 dir=$(mktemp -d)
@@ -64,4 +64,4 @@ if "$PY" dev/plot_log.py -o "$dir/x.png" "$dir/nope.log" 2> "$dir/err"; then
     echo "FAIL: missing log accepted"; exit 1
 fi
 grep -q "error: log file .*nope.log' does not exist" "$dir/err"
-echo "test_plot_log: PASSED"
+echo "plot_log_check: PASSED"

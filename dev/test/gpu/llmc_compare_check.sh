@@ -6,9 +6,9 @@
 # against llm.c's for 20 steps on the same shards. In a BF16 build and an FP32 build (FP32 state files
 # carry llm.c's master-weight block).
 #
-#   LLMC_DIR=<llm.c source tree> dev/test/gpu/llmc_compare.sh      (prints a summary; exit 1 on failure)
+#   LLMC_DIR=<llm.c source tree> dev/test/gpu/llmc_compare_check.sh      (prints a summary; exit 1 on failure)
 #
-# LLMC_DIR: a copy of karpathy/llm.c (checked at f1e2ace). It is copied to build/llmc_compare/ and
+# LLMC_DIR: a copy of karpathy/llm.c (checked at f1e2ace). It is copied to build/llmc_compare_check/ and
 # patched there for CUDA 13: cudaMemAdvise takes a cudaMemLocation instead of cudaCpuDeviceId. llm.c
 # is built without cuDNN and without NCCL (NO_MULTI_GPU=1), ours likewise.
 # Pass: every run prints 20 (resumed: 10) steps; ours and llm.c within MAX_DLOSS (default 0.01 BF16,
@@ -19,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 : "${LLMC_DIR:?set LLMC_DIR to a karpathy/llm.c source tree}"
 [ -f "$LLMC_DIR/train_gpt2.cu" ] || { echo "LLMC_DIR=$LLMC_DIR has no train_gpt2.cu"; exit 1; }
-W=build/llmc_compare
+W=build/llmc_compare_check
 TS=dev/data/tinyshakespeare
 TR=$TS/tiny_shakespeare_train.bin; VA=$TS/tiny_shakespeare_val.bin
 [ -f $TR ] || bash dev/data/tinyshakespeare.sh || exit 1
@@ -81,14 +81,12 @@ PY
     done
     limit=${MAX_DLOSS:-$([ $p = BF16 ] && echo 0.01 || echo 1e-4)}
     python3 - $d $p $limit <<'PY' || status=1
-import re, sys
+import sys
+sys.path.insert(0, "dev")
+import steplog
 d, prec, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def steps(name):
-    out = {}
-    for line in open(f"{d}/{name}.log", errors="replace"):
-        m = re.match(r"step\s+(\d+)/\d+ \| loss ([\d.]+)", line)
-        if m: out[int(m.group(1))] = float(m.group(2))
-    return out
+    return steplog.losses_by_step(f"{d}/{name}.log")
 ok = True
 def compare(what, a, b, first, last):
     global ok
