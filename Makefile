@@ -53,8 +53,10 @@ BUILD_TAG := $(PRECISION)-cudnn$(USE_CUDNN)-nccl$(if $(filter 0,$(NO_MULTI_GPU))
 ifneq ($(and $(filter 1,$(USE_CUDNN)),$(strip $(CUDNN_HOME))),)
   BUILD_TAG := $(BUILD_TAG)-cudnnhome$(shell printf '%s' '$(strip $(CUDNN_HOME))' | cksum | cut -d' ' -f1)
 endif
-# EXTRA_NVCC_FLAGS (e.g. -DGPT2_CUDNN_BACKWARD=1, -DLAYERNORM_BWD_ROWS_PER_WARP=8): A/B builds of the
-# trainer with a tuning override; they get build dirs of their own, named by a checksum of the flags
+# EXTRA_NVCC_FLAGS: A/B builds with a tuning override (the #ifndef defaults in llmc/, e.g.
+# -DLAYERNORM_BWD_COL_ROWS=4; -DGPT2_CUDNN_BACKWARD=1 together with USE_CUDNN=1, without which it changes
+# nothing), or the test build of dev/test/gpu/ (-DLLMC_TEST_HOOKS); they get build dirs of their own,
+# named by a checksum of the flags
 ifneq ($(strip $(EXTRA_NVCC_FLAGS)),)
   BUILD_TAG := $(BUILD_TAG)-x$(shell printf '%s' '$(strip $(EXTRA_NVCC_FLAGS))' | cksum | cut -d' ' -f1)
 endif

@@ -84,7 +84,7 @@ struct TrainConfig {
     std::string init_method = "mpi";  // -pi
     std::string server_ip;            // -ps
     std::string fs_path;              // -pf
-    int port = 12345;                 // -pp (ours)
+    int port = NCCL_ID_DEFAULT_PORT;  // -pp (ours): llmc/nccl_id_exchange.h
     float watchdog_s = 1200.0f;       // -wt (ours): longest wait on a collective before aborting (0 = none)
 };
 

@@ -3,8 +3,14 @@
  * AdamW update, gradient norm, and checkpoint I/O. The trainer and the GPU test both drive this.
  *
  * Memory: one cudaMalloc each for parameters (floatX), gradients (floatX, same layout), AdamW m and v
- * (fp32), master weights (fp32, bf16 builds with -w 1), and activations. Nothing is allocated inside
- * a training step.
+ * (fp32), master weights (fp32, bf16 builds with -w 1), and activations, all before the first step.
+ * A step allocates nothing on the GPU, except in the first call of each shape: a GEMM shape's first
+ * call creates its cuBLASLt descriptors and, with the autotune on (-ma 1, the default), allocates and
+ * frees temporary buffers while it times the candidates (llmc/matmul.cuh, llmc/autotune.h); in cuDNN
+ * builds an attention shape's first call builds its graphs (autotuned the same way) and may grow
+ * cuDNN's workspace (llmc/cudnn_att.cpp). Those first calls come in the first optimizer step, in the
+ * first micro-step that accumulates gradients (the second of a step, when -d asks for accumulation:
+ * other GEMMs), in the first evaluation and in the first sample (batch 1: other shapes).
  *
  * Gradient conventions (see each layer header): parameter gradients are written (=) by the backward of
  * an optimizer step's first micro-step and accumulate (+=) over the others, so there is no zeroing pass
@@ -340,6 +346,13 @@ inline size_t gpt2_activation_bytes(GpuContext& ctx, const GPT2Config& cfg, int 
     return gpt2_activation_layout(cfg, B, T, recompute).total + gpt2_scratch_floats(ctx, cfg, B, T) * sizeof(float);
 }
 
+// GPU memory left free beside the activations, for what is allocated after them: cuDNN's workspace
+// (cuDNN builds, at the first attention call), the autotunes' temporary buffers (at the first call of
+// each GEMM / attention shape; they tune without them when they do not fit), what the CUDA, cuBLASLt,
+// cuDNN and NCCL libraries allocate for themselves as they run, and the allocator's slack. (The cuBLASLt
+// workspace is allocated before, by gpu_context_init, so the free memory measured here excludes it.)
+constexpr size_t GPT2_ACTIVATION_MARGIN_BYTES = 512ull << 20;
+
 // Allocates activations for micro-batch (B, T). Checks free GPU memory first and explains a shortfall.
 inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
     const GPT2Config& c = model->config;
@@ -351,8 +364,7 @@ inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
     const size_t need = layout.total + model->scratch_f32_floats * sizeof(float);
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const size_t margin = 512ull << 20;  // cuBLASLt workspace, cuDNN workspace, allocator slack
-    if (need + margin > free_bytes) {
+    if (need + GPT2_ACTIVATION_MARGIN_BYTES > free_bytes) {
         fatal("activations for -b %d -t %d -r %d need %.2f GiB, but only %.2f GiB of GPU memory is free "
               "(%.2f GiB total, %.2f GiB already used by parameters and optimizer state). "
               "Use a smaller -b (with -d to keep the total batch) or more recompute (-r 2).",
@@ -381,13 +393,13 @@ inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
 inline int gpt2_estimate_max_batch(GpuContext& ctx, const GPT2Config& cfg, int T, int recompute, size_t free_bytes) {
     int best = 0;
     for (int b = 1; b <= 4096; b *= 2) {
-        if (gpt2_activation_bytes(ctx, cfg, b, T, recompute) + (512ull << 20) <= free_bytes) best = b;
+        if (gpt2_activation_bytes(ctx, cfg, b, T, recompute) + GPT2_ACTIVATION_MARGIN_BYTES <= free_bytes) best = b;
         else break;
     }
     // refine linearly above the last power of two
     if (best > 0) {
         for (int b = best + 1; b < 2 * best; b++) {
-            if (gpt2_activation_bytes(ctx, cfg, b, T, recompute) + (512ull << 20) <= free_bytes) best = b;
+            if (gpt2_activation_bytes(ctx, cfg, b, T, recompute) + GPT2_ACTIVATION_MARGIN_BYTES <= free_bytes) best = b;
             else break;
         }
     }
@@ -426,12 +438,13 @@ inline void gpt2_free(GPT2* model) {
 // attention dispatch: the one place where USE_CUDNN chooses the implementation
 //
 // cuDNN builds for sm_90a (GPU_COMPUTE_CAPABILITY=90, LLMC_SM90A) run cuDNN's forward and
-// llmc/attention.cuh's wgmma backward: both backwards are deterministic, and ours is faster (lab, H200,
-// B=64 T=1024 NH=12: 0.908 against cuDNN 9.19's 1.10 ms per layer; dev/cuda/PERF.md row 22). The forward's
-// statistics are the same quantity on both sides (natural-log log-sum-exp of the scaled scores, (B,NH,T)
-// fp32; dev/cuda/attention_crosscheck checks the mixed pair against cuDNN's own backward). Other targets keep
+// llmc/attention.cuh's wgmma backward: both backwards are deterministic, and ours is faster in the lab
+// at GPT-2's shapes (the times: dev/cuda/PERF.md row 22). The forward's statistics are the same quantity
+// on both sides (natural-log log-sum-exp of the scaled scores, (B,NH,T) fp32;
+// dev/cuda/attention_crosscheck checks the mixed pair against cuDNN's own backward). Other targets keep
 // cuDNN's backward (attention.cuh's mma.sync backward is slower than cuDNN's there).
-// -DGPT2_CUDNN_BACKWARD=1 forces cuDNN's backward (A/B builds: make EXTRA_NVCC_FLAGS=...).
+// -DGPT2_CUDNN_BACKWARD=1 forces cuDNN's backward (A/B builds: make USE_CUDNN=1
+// EXTRA_NVCC_FLAGS=-DGPT2_CUDNN_BACKWARD=1; without USE_CUDNN=1 the flag changes nothing).
 #if defined(ENABLE_CUDNN) && !defined(GPT2_CUDNN_BACKWARD)
 #if defined(LLMC_SM90A)
 #define GPT2_CUDNN_BACKWARD 0

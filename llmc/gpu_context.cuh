@@ -47,8 +47,9 @@ struct CudnnState;  // llmc/cudnn_att.cpp
 
 constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;
 
-// (cuBLASLt's DGELU_BGRAD, which would also give the fc bias gradient, was measured and rejected: on
-// the H200 it ran 3x slower than DGELU for the fcproj backward, and its bf16 column sums were coarse.)
+// (cuBLASLt's DGELU_BGRAD, which would also give the fc bias gradient, was measured and rejected: it
+// ran slower than DGELU for the fcproj backward, and its bf16 column sums were coarse; dev/cuda/PERF.md,
+// the "rejected in the lab" row of DGELU_BGRAD.)
 enum class MatmulEpilogue { None, Bias, GeluAuxBias, GeluAux, DGelu };
 
 // op(X): X or its transpose, as in BLAS's gemm("T", "N", ...).

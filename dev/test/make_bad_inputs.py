@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes small good and bad trainer inputs into DIR for run_all.sh's "trainer without a GPU" checks
-(issue 21): every bad one must be refused with a message naming it before any CUDA call. Standard
+"""Writes small good and bad trainer inputs into DIR for run_all.sh's "trainer without a GPU" checks:
+every bad one must be refused with a message naming it before any CUDA call. Standard
 library only. Layouts: docs/formats.md (token shard 20240520, model 20240326, run state 20240527, eval
 20240522, tokenizer 20240328)."""
 import os

@@ -93,7 +93,7 @@ expect_fail trainer-steps-below-minus-one "flag -x must be in \\[-1, 2147483647\
 expect_fail trainer-gpt3-c5140-refused "head size 128, which does not divide it" ./train_gpt2cu -e gpt3:c5140
 expect_fail trainer-bad-descriptor "unknown model descriptor; valid: d6, d12, d24, d36, d48" ./train_gpt2cu -e d13
 expect_fail trainer-head-size "head size C/NH = 96/3 is not 64" ./train_gpt2cu -e custom:L2,C96,NH3
-# every input and flag is checked before the first CUDA call (issue 21): each bad one gets its own
+# every input and flag is checked before the first CUDA call: each bad one gets its own
 # message here, on a machine without a GPU, instead of a CUDA error
 bad=$(cd "$LOG_DIR" && pwd)/bad-inputs
 rm -rf "$bad" && python3 dev/test/make_bad_inputs.py "$bad"
@@ -140,7 +140,7 @@ expect_fail trainer-pn-too-large "flag -pn must be in \\[1, 65536\\], got 70000"
 expect_fail trainer-zero1-divisible-reaches-gpu "no CUDA GPU found" "${tr_ok[@]}" -z 1 -pi tcp -pn 4 -pr 1 -ps 127.0.0.1 -d 1024
 expect_fail trainer-overfit-shuffle "-a 1 .* cannot shuffle" "${tr_ok[@]}" -a 1 -sh 1
 expect_fail trainer-overfit-unshuffled "no CUDA GPU found" "${tr_ok[@]}" -a 1  # -a 1 turns the default shuffle off
-# issue 23: a run state as llm.c writes it (dev/test/llmc_state.py) resumes, shuffled (the default: the
+# a run state as llm.c writes it (dev/test/llmc_state.py) resumes, shuffled (the default: the
 # trainer gets to its first CUDA call) or not (with -sh 0); a shuffle setting or window count (the -i
 # shard has 15 windows of 4*64 tokens) other than the run's is refused, naming the difference
 llmc_ckpt() {  # DIR llmc_state.py-write-flags...: $bad/resume's model and DONE, llm.c's state file of step 10

@@ -557,7 +557,7 @@ TEST(Checkpoint, PruneNeverLeavesAResumableHalfDeletedCheckpoint) {
     EXPECT_EQ(ckpt_find_latest(dir.path), 200);
 }
 
-// Issue 21 point 7: resume deletes what an interrupted checkpoint left, each rank its own files.
+// Resume deletes what an interrupted checkpoint left, each rank its own files.
 TEST(Checkpoint, RemoveLeftoversDeletesOnlyTmpFilesOfCheckpoints) {
     TempDir dir("test_checkpoint");
     const std::string d = dir.path;
@@ -640,7 +640,7 @@ TEST(Checkpoint, WritersNeverWriteThroughALink) {
     EXPECT_EQ(read_file(victim), "victim\n");
 }
 
-// Issue 21 point 1: an output folder that exists but takes no files is found at start-up.
+// An output folder that exists but takes no files is found at start-up.
 TEST(Checkpoint, CheckWritableRefusesAFolderThatTakesNoFiles) {
     TempDir dir("test_checkpoint");
     ckpt_check_writable(dir.path);  // fine, and leaves nothing behind

@@ -302,7 +302,7 @@ TEST(TokenizerBin, MissingFileWarnsAndBadFilesFail) {
     EXPECT_EXIT(tokenizer_init(&tok, p4.c_str()), testing::ExitedWithCode(1), "long.bin' has bytes after");
 }
 
-// Issue 21 point 5: the vocabulary download runs curl with an argument vector. A folder named like a
+// The vocabulary download runs curl with an argument vector. A folder named like a
 // shell command substitution is created as named and passed to curl as one argument; nothing in it runs.
 // A stand-in curl (first in PATH) records its arguments and writes to its standard output.
 TEST(Gpt2Bpe, DownloadRunsNoShell) {

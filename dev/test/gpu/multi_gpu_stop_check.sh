@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-GPU checks of stopping and of the watchdog in the NCCL build (issue: multi-GPU hardening):
+# One-GPU checks of stopping and of the watchdog in the NCCL build:
 #   1. LLMC_NCCL_SINGLE=1 -pi tcp: SIGTERM during training -> "stopping after step N", a complete
 #      checkpoint of step N (DONE_N), exit 0
 #   2. mpirun -np 1 through run_forwarding_term (scripts/mpi_launch.sh, as run_gpt2.sh starts it):
