@@ -112,7 +112,7 @@ $(BUILD_DIR)/train_gpt2cu: train_gpt2.cu $(GPU_HEADERS) $(GPU_EXTRA_SRCS) $(CUDN
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) $< $(GPU_EXTRA_SRCS) $(CUDNN_OBJ) $(NVCC_LDLIBS) $(CUDNN_LDLIBS) -o $@
 
-$(BUILD_DIR)/test_gpt2cu: test_gpt2.cu $(GPU_HEADERS) $(CUDNN_OBJ) | info
+$(BUILD_DIR)/test_gpt2cu: test_gpt2.cu dev/test/debug_state.h $(GPU_HEADERS) $(CUDNN_OBJ) | info
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) $< $(CUDNN_OBJ) $(NVCC_LDLIBS) $(CUDNN_LDLIBS) -o $@
 
@@ -128,7 +128,7 @@ build/host/%.o: %.cpp $(wildcard llmc/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_HOST) -c $< -o $@
 
-build/host/tests/%: dev/test/%.cpp $(HOST_LIB_OBJS) $(wildcard llmc/*.h)
+build/host/tests/%: dev/test/%.cpp $(HOST_LIB_OBJS) $(wildcard llmc/*.h dev/test/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_HOST) $< $(HOST_LIB_OBJS) -lgtest -lgtest_main $(HOST_LDLIBS) -o $@
 

@@ -848,9 +848,12 @@ int main(int argc, char** argv) {
     step_cfg.norm_outlier = &tr.norm_outlier;
     step_cfg.stop_flag = &g_stop_signal;
     step_cfg.watchdog = wd;
-    // test hook (dev/test/gpu/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
+#ifdef LLMC_TEST_HOOKS
+    // test hook, test builds only (dev/test/gpu/multi_gpu_stop_check.sh): the step's vote blocks, as if
+    // a peer had died
     const char* hang_env = getenv("LLMC_TEST_HANG_AT_STEP");
     step_cfg.hang_at_step = hang_env != nullptr ? atoi(hang_env) : 0;
+#endif
 
     const double flops_per_token = gpt2_flops_per_token((double)model.num_parameters, model.config.num_layers,
                                                         model.config.channels, c.T);
@@ -945,8 +948,9 @@ int main(int argc, char** argv) {
                c.total_batch / (total_ms / timed_steps / 1000.0), (total_b - free_b) / 1073741824.0);
     }
 
-    // test hook (dev/test/gpu/multi_gpu_checklist.sh): every rank prints a checksum of its parameters, which
-    // data-parallel replicas must share bit for bit
+#ifdef LLMC_TEST_HOOKS
+    // test hook, test builds only (dev/test/gpu/multi_gpu_checklist.sh): every rank prints a checksum of its
+    // parameters, which data-parallel replicas must share bit for bit
     if (getenv("LLMC_TEST_PARAM_CHECKSUM") != nullptr) {
         std::vector<floatX> params(model.num_parameters);
         cudaCheck(cudaMemcpy(params.data(), model.params_memory, params.size() * sizeof(floatX), cudaMemcpyDeviceToHost));
@@ -955,6 +959,7 @@ int main(int argc, char** argv) {
         checksum_update(&ck, params.data(), params.size() * sizeof(floatX));
         printf("rank %d: parameter checksum %016llx\n", tr.mp.process_rank, (unsigned long long)checksum_final(&ck));
     }
+#endif
     if (model.timer) {
         if (is_rank0(tr)) {
             phase_timer_print(model.timer);

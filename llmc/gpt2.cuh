@@ -642,10 +642,6 @@ inline double gpt2_losses_sum(GPT2* model, int B, int T) {
     return sum;
 }
 
-#ifndef GPT2_ZERO_GRADS
-#define GPT2_ZERO_GRADS 0
-#endif
-
 // Backward pass after gpt2_forward(..., for_training=true) on the same batch. Parameter gradients: =
 // on the first micro-step of an optimizer step (every element of grads_memory is written: the GPU
 // test fills it with NaN first), += on the others. On the last micro-step (ZeRO-0, several processes)
@@ -666,14 +662,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool first_micro_step = tru
     const bool gelu_per_layer = model->opt.recompute < 1;
     float* scratch = model->scratch_f32;
     gpt2_update_join(model, false);  // (a forward ran first and waited already; this is for other callers)
-#if GPT2_ZERO_GRADS  // -DGPT2_ZERO_GRADS=1 (A/B builds): the old way, every gradient zeroed, then += throughout
-    if (first_micro_step) {
-        cudaCheck(cudaMemsetAsync(model->grads_memory, 0, model->num_parameters * sizeof(floatX), model->stream));
-    }
-    const bool acc = true;
-#else
     const bool acc = !first_micro_step;  // parameter gradients += (else =)
-#endif
 
     floatX* dresidual = a.scratch_btc;  // gradient of the residual stream (+=)
     floatX* dl_btc = a.scratch_btc2;
