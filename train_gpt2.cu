@@ -347,14 +347,17 @@ static float evaluate_multiple_choice(Trainer& tr) {
     return total_correct / (float)tr.eval_loader.examples.size();
 }
 
-constexpr int SAMPLE_START_TOKEN = 50256;  // GPT-2's end-of-text: samples start after it
+// The token samples start after: the tokenizer's end-of-text (llmc/tokenizer.h), GPT-2's without one.
+static int sample_start_token(const Trainer& tr) {
+    return tokenizer_sample_start(tr.have_tokenizer ? &tr.tokenizer : nullptr);
+}
 
 // Samples gen_tokens tokens after an end-of-text, one full forward of the single row per token.
 static void generate_sample(Trainer& tr) {
     GPT2& m = tr.model;
     const GPT2Config& c = m.config;
     const int T = tr.cfg.T;
-    std::vector<int> tokens(T, SAMPLE_START_TOKEN);
+    std::vector<int> tokens(T, sample_start_token(tr));
     std::vector<floatX> logits(c.padded_vocab_size);
     std::vector<float> probs(c.vocab_size);
     const int n = std::min(tr.cfg.gen_tokens, T - 1);
@@ -591,10 +594,6 @@ static void setup_processes(Trainer& tr) {
 static void setup_data(Trainer& tr, const GPT2Config& mc) {
     const TrainConfig& c = tr.cfg;
     const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
-    if (c.sample_every > 0 && c.gen_tokens > 0 && SAMPLE_START_TOKEN >= mc.vocab_size) {
-        fatal("-s %d -g %d: samples start after GPT-2's end-of-text token %d, outside the model's vocabulary of %d "
-              "ids: use -s 0 or -g 0", c.sample_every, c.gen_tokens, SAMPLE_START_TOKEN, mc.vocab_size);
-    }
     dataloader_init(&tr.train_loader, train_pattern(c).c_str(), c.overfit_single_batch ? "-j" : "-i", c.B, c.T,
                     c.process_rank, c.num_processes, c.shuffle != 0);
     dataloader_set_vocab(&tr.train_loader, train_flag(c), mc.vocab_size);
@@ -627,6 +626,14 @@ static void setup_data(Trainer& tr, const GPT2Config& mc) {
     outlier_detector_init(&tr.loss_outlier);
     outlier_detector_init(&tr.norm_outlier);
     tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
+    const int start = sample_start_token(tr);
+    if (c.sample_every > 0 && c.gen_tokens > 0 && start >= mc.vocab_size) {
+        const std::string token = start == GPT2_EOT ? "GPT-2's end-of-text token " + std::to_string(start)
+                                                    : "token " + std::to_string(start) + " (the end-of-text of '" +
+                                                          c.tokenizer_file + "')";
+        fatal("-s %d -g %d: samples start after %s, outside the model's vocabulary of %d ids: use -s 0 or -g 0",
+              c.sample_every, c.gen_tokens, token.c_str(), mc.vocab_size);
+    }
 }
 
 // The token ids of the shard each loader reads first (after a resume: at the resumed position), checked

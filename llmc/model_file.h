@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "llmc/file_header.h"  // the magics and versions
+#include "llmc/gpt2_vocab.h"
 #include "llmc/rand.h"
 #include "llmc/utils.h"
 
@@ -32,8 +33,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "files are little-endia
 
 struct GPT2Config {
     int max_seq_len;        // maxT, 1024 for GPT-2
-    int vocab_size;         // V, 50257
-    int padded_vocab_size;  // Vp, V rounded up to a multiple of 128 (50304)
+    int vocab_size;         // V (GPT-2: GPT2_VOCAB_SIZE, llmc/gpt2_vocab.h)
+    int padded_vocab_size;  // Vp, V rounded up to a multiple of 128 (GPT-2: GPT2_PADDED_VOCAB_SIZE)
     int num_layers;         // L
     int num_heads;          // NH
     int channels;           // C
@@ -122,9 +123,6 @@ inline void convert_params(const void* src, DType src_type, void* dst, DType dst
 // ----------------------------------------------------------------------------
 // configuration and parameter layout
 
-// GPT-2 tokenizer vocabulary and its padding to a multiple of 128 (tensor-core friendly rows).
-constexpr int GPT2_VOCAB_SIZE = 50257;
-constexpr int GPT2_PADDED_VOCAB_SIZE = 50304;
 constexpr int GPT2_MAX_SEQ_LEN = 1024;
 // GPT-2's shapes by depth, as GPT-2 and llm.c define them: a table, not a formula (head size 64 in all;
 // d6 is llm.c's small test shape, d60-d84 its larger extrapolations). Parameters with Vp = 50304:

@@ -256,6 +256,9 @@ sv=(-e "$bad/model_v1000.bin" -i "$bad/small_vocab_*.bin" -j "" -b 4 -t 64)
 expect_fail trainer-sample-start-outside-vocab "samples start after GPT-2's end-of-text token 50256, outside the model's vocabulary of 1000 ids" \
     ./train_gpt2cu "${sv[@]}"
 expect_fail trainer-small-vocab-reaches-gpu "no CUDA GPU found" ./train_gpt2cu "${sv[@]}" -s 0
+# with a tokenizer of those 1000 ids in the working directory, samples start after its end-of-text (999)
+expect_fail trainer-sample-start-from-tokenizer "no CUDA GPU found" \
+    bash -c 'cd "$1/cwd_tok1000" && "$2" -e "$1/model_v1000.bin" -i "$1/small_vocab_*.bin" -j "" -b 4 -t 64' _ "$bad" "$REPO/train_gpt2cu"
 expect_fail trainer-eval-ids-outside-vocab "-h 1: eval file 'dev/data/hellaswag/hellaswag_val.bin' holds GPT-2 token ids up to 50256" \
     bash -c 'cd "$1/cwd_eval_ok" && "$2" -e "$1/model_v1000.bin" -i "$1/small_vocab_*.bin" -j "" -b 4 -t 64 -s 0 -h 1' _ "$bad" "$REPO/train_gpt2cu"
 # eval files: cut by an odd number of bytes, one example short of its header, a negative longest example

@@ -606,7 +606,7 @@ TEST(DataLoaderErrors, StartUpChecksTheFirstShardOnlyAndLaterOnesInTheBackground
         {
             DataLoader dl;
             dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, false);
-            dataloader_set_vocab(&dl, "-i", 50257);
+            dataloader_set_vocab(&dl, "-i", GPT2_VOCAB_SIZE);
             dataloader_check_upcoming(&dl);  // shard 0: good
             if (!dl.shard_checked[0] || dl.shard_checked[1]) exit(2);
             if (dl.scan_shard != 1) exit(3);  // shard 1 is being checked in the background

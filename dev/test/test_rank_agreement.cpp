@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "llmc/gpt2_vocab.h"
 #include "llmc/rank_agreement.h"
 #include "test_util.h"
 
@@ -207,7 +208,7 @@ std::string write_train_shard(const std::string& dir) {
     header[2] = 2001;
     std::string bytes((const char*)header.data(), 1024);
     for (int i = 0; i < 2001; i++) {
-        const uint16_t t = (uint16_t)(i * 7 % 50257);
+        const uint16_t t = (uint16_t)(i * 7 % GPT2_VOCAB_SIZE);
         bytes.append((const char*)&t, 2);
     }
     write_file(path, bytes);
