@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "llmc/activation_layout.h"
 #include "llmc/adamw.cuh"
 #include "llmc/attention.cuh"
 #include "llmc/cuda_common.h"
@@ -92,6 +93,8 @@ inline floatX* const* tensor_slots(const ParameterTensors* p) { return reinterpr
 // ----------------------------------------------------------------------------
 // activations
 
+// Pointers into the one activation buffer, in its order (llmc/activation_layout.h: ActivationTensor and
+// the shapes, ACTIVATION_SHAPES, which sizes every field; the static_asserts below tie the two together).
 struct ActivationTensors {
     floatX* encoded;    // (B, T, C)
     floatX* ln1;        // (L, B, T, C + MATMUL_BIAS_PAD), or (B, T, ...) with recompute 2: see gpt2_ln_ld
@@ -116,47 +119,29 @@ struct ActivationTensors {
     floatX* scratch_btc2;  // (B, T, C): activation gradients of width C in backward
     floatX* scratch_bt4c;  // (B, T, 4C): activation gradients of width 4C (and 3C for qkv)
 };
-constexpr int NUM_ACTIVATION_TENSORS = sizeof(ActivationTensors) / sizeof(void*);
-
-struct ActivationLayout {
-    size_t bytes[NUM_ACTIVATION_TENSORS];
-    size_t total;
-};
+static_assert(sizeof(ActivationTensors) == NUM_ACTIVATION_TENSORS * sizeof(void*), "one field per ActivationTensor");
+#define GPT2_ACT_FIELD_IS(field, tensor) (offsetof(ActivationTensors, field) == (tensor) * sizeof(void*))
+static_assert(GPT2_ACT_FIELD_IS(encoded, ACT_ENCODED) && GPT2_ACT_FIELD_IS(ln1, ACT_LN1) &&
+                  GPT2_ACT_FIELD_IS(ln1_mean, ACT_LN1_MEAN) && GPT2_ACT_FIELD_IS(ln1_rstd, ACT_LN1_RSTD) &&
+                  GPT2_ACT_FIELD_IS(qkv, ACT_QKV) && GPT2_ACT_FIELD_IS(atty, ACT_ATTY) &&
+                  GPT2_ACT_FIELD_IS(att_lse, ACT_ATT_LSE) && GPT2_ACT_FIELD_IS(residual2, ACT_RESIDUAL2) &&
+                  GPT2_ACT_FIELD_IS(ln2, ACT_LN2) && GPT2_ACT_FIELD_IS(ln2_mean, ACT_LN2_MEAN) &&
+                  GPT2_ACT_FIELD_IS(ln2_rstd, ACT_LN2_RSTD) && GPT2_ACT_FIELD_IS(fch, ACT_FCH) &&
+                  GPT2_ACT_FIELD_IS(fch_gelu, ACT_FCH_GELU) && GPT2_ACT_FIELD_IS(residual3, ACT_RESIDUAL3) &&
+                  GPT2_ACT_FIELD_IS(lnf, ACT_LNF) && GPT2_ACT_FIELD_IS(lnf_mean, ACT_LNF_MEAN) &&
+                  GPT2_ACT_FIELD_IS(lnf_rstd, ACT_LNF_RSTD) && GPT2_ACT_FIELD_IS(losses, ACT_LOSSES) &&
+                  GPT2_ACT_FIELD_IS(output, ACT_OUTPUT) && GPT2_ACT_FIELD_IS(scratch_btc, ACT_SCRATCH_BTC) &&
+                  GPT2_ACT_FIELD_IS(scratch_btc2, ACT_SCRATCH_BTC2) && GPT2_ACT_FIELD_IS(scratch_bt4c, ACT_SCRATCH_BT4C),
+              "ActivationTensors' fields in ActivationTensor order");
+#undef GPT2_ACT_FIELD_IS
 
 // Row stride of ln1 / ln2, the inputs of the biased matmuls (qkv, fc): C plus the ones column that
 // gives their bias gradients from the weight-gradient GEMM (llmc/matmul.cuh).
 inline int gpt2_ln_ld(const GPT2Config& cfg) { return cfg.channels + MATMUL_BIAS_PAD; }
 
-// Sizes in bytes of every activation tensor for batch (B, T); each rounded up to 256 bytes.
+// Bytes and offsets of every activation tensor for batch (B, T) in this build (llmc/activation_layout.h).
 inline ActivationLayout gpt2_activation_layout(const GPT2Config& cfg, int B, int T, int recompute) {
-    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
-    const size_t LD = gpt2_ln_ld(cfg);
-    const size_t BT = (size_t)B * T, X = sizeof(floatX), F = sizeof(float);
-    const size_t ln_layers = recompute >= 2 ? 1 : L;
-    const size_t gelu_layers = recompute >= 1 ? 1 : L;
-    const size_t sizes[NUM_ACTIVATION_TENSORS] = {
-        BT * C * X,                                  // encoded
-        ln_layers * BT * LD * X, L * BT * F, L * BT * F,  // ln1, mean, rstd
-        L * BT * 3 * C * X,                          // qkv
-        L * BT * C * X,                              // atty
-        L * B * NH * T * F,                          // att_lse
-        L * BT * C * X,                              // residual2
-        ln_layers * BT * LD * X, L * BT * F, L * BT * F,  // ln2, mean, rstd
-        L * BT * 4 * C * X,                          // fch
-        gelu_layers * BT * 4 * C * X,                // fch_gelu
-        L * BT * C * X,                              // residual3
-        BT * C * X, BT * F, BT * F,                  // lnf, mean, rstd
-        BT * F,                                      // losses
-        BT * Vp * X,                                 // output
-        BT * C * X, BT * C * X, BT * 4 * C * X,      // scratch
-    };
-    ActivationLayout layout;
-    layout.total = 0;
-    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
-        layout.bytes[i] = (sizes[i] + 255) / 256 * 256;
-        layout.total += layout.bytes[i];
-    }
-    return layout;
+    return activation_layout(cfg, B, T, recompute, sizeof(floatX), gpt2_ln_ld(cfg));
 }
 
 // ----------------------------------------------------------------------------
@@ -373,12 +358,9 @@ inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
     }
     cudaCheck(cudaMalloc(&model->acts_memory, layout.total));
     cudaCheck(cudaMemset(model->acts_memory, 0, layout.total));
-    void** slots = reinterpret_cast<void**>(&model->acts);
-    uint8_t* p = static_cast<uint8_t*>(model->acts_memory);
-    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
-        slots[i] = p;
-        p += layout.bytes[i];
-    }
+    void** slots = reinterpret_cast<void**>(&model->acts);  // field i is ActivationTensor i
+    uint8_t* base = static_cast<uint8_t*>(model->acts_memory);
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) slots[i] = base + layout.offset[i];
     cudaCheck(cudaMalloc(&model->scratch_f32, model->scratch_f32_floats * sizeof(float)));
     const size_t BT = (size_t)B * T;
     cudaCheck(cudaMalloc(&model->inputs, BT * sizeof(int)));
