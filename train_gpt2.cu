@@ -789,13 +789,12 @@ static void print_run_table(Trainer& tr, const GPT2Config& mc, const cudaDeviceP
     row_i("processes", c.num_processes);
     row_s("NCCL", tr.mp.use_nccl ? "communicator up (" + c.init_method + " start-up)" : std::string("not used"));
     printf("+-----------------------+----------------------------------------------------+\n");
-    row_i("max_seq_len", mc.max_seq_len);
-    row_i("vocab_size", mc.vocab_size);
-    row_i("padded_vocab_size", mc.padded_vocab_size);
-    row_i("num_layers", mc.num_layers);
-    row_i("num_heads", mc.num_heads);
-    row_i("channels", mc.channels);
-    row_i("num_parameters", (long)N);
+    const std::pair<const char*, long> model_rows[] = {
+        {"max_seq_len", mc.max_seq_len}, {"vocab_size", mc.vocab_size}, {"padded_vocab_size", mc.padded_vocab_size},
+        {"num_layers", mc.num_layers},   {"num_heads", mc.num_heads},   {"channels", mc.channels},
+        {"num_parameters", (long)N},
+    };
+    for (const auto& [name, value] : model_rows) row_i(name, value);
     printf("+-----------------------+----------------------------------------------------+\n");
     row_i("train windows/epoch", (long)dataloader_num_batches(&tr.train_loader));
     printf("+-----------------------+----------------------------------------------------+\n");

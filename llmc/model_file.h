@@ -548,31 +548,29 @@ inline std::string gpt2_param_position(const GPT2Config& cfg, size_t i) {
     return buf;
 }
 
-// Index of the first NaN or inf among n values of type `type`, n if none. NaN and inf are the values
-// whose magnitude bits a reach infinity's (exponent all ones): then a + (the lowest exponent bit)
-// carries into the sign bit. OR-ing that over the buffer is branch-free integer work that vectorises
-// to memory speed; the position is looked up only when there is one.
-inline bool bf16_non_finite_(uint16_t u) { return (((u & 0x7FFFu) + 0x0080u) & 0x8000u) != 0; }
-inline bool fp32_non_finite_(uint32_t u) { return (((u & 0x7FFFFFFFu) + 0x00800000u) & 0x80000000u) != 0; }
-
-inline size_t first_non_finite(const void* data, DType type, size_t n) {
-    const unsigned char* p = static_cast<const unsigned char*>(data);  // bits read with memcpy: no aliasing
-    if (type == DType::BF16) {
-        auto at = [p](size_t i) { uint16_t u; memcpy(&u, p + 2 * i, 2); return u; };
-        uint32_t acc = 0;
-        for (size_t i = 0; i < n; i++) acc |= (at(i) & 0x7FFFu) + 0x0080u;
-        if ((acc & 0x8000u) == 0) return n;
-        size_t i = 0;
-        while (!bf16_non_finite_(at(i))) i++;
-        return i;
-    }
-    auto at = [p](size_t i) { uint32_t u; memcpy(&u, p + 4 * i, 4); return u; };
-    uint32_t acc = 0;
-    for (size_t i = 0; i < n; i++) acc |= (at(i) & 0x7FFFFFFFu) + 0x00800000u;
-    if ((acc & 0x80000000u) == 0) return n;
+// NaN and inf are the values whose magnitude bits a reach infinity's (exponent all ones): then
+// a + (the lowest exponent bit) carries into the sign bit. OR-ing that over the buffer is branch-free
+// integer work that vectorises to memory speed; the position is looked up only when there is one.
+// Bits: uint16_t (bf16) or uint32_t (fp32); kMagnitude masks all but the sign, kExponent1 is the lowest
+// exponent bit.
+template <class Bits, Bits kMagnitude, Bits kExponent1>
+inline size_t first_non_finite_(const unsigned char* p, size_t n) {
+    constexpr Bits kSign = (Bits)~kMagnitude;
+    auto at = [p](size_t i) { Bits u; memcpy(&u, p + sizeof(Bits) * i, sizeof(Bits)); return u; };  // no aliasing
+    auto carried = [](Bits u) { return (Bits)((u & kMagnitude) + kExponent1); };  // sign bit set: NaN or inf
+    Bits acc = 0;
+    for (size_t i = 0; i < n; i++) acc |= carried(at(i));
+    if ((acc & kSign) == 0) return n;
     size_t i = 0;
-    while (!fp32_non_finite_(at(i))) i++;
+    while ((carried(at(i)) & kSign) == 0) i++;
     return i;
+}
+
+// Index of the first NaN or inf among n values of type `type`, n if none.
+inline size_t first_non_finite(const void* data, DType type, size_t n) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    if (type == DType::BF16) return first_non_finite_<uint16_t, 0x7FFFu, 0x0080u>(p, n);
+    return first_non_finite_<uint32_t, 0x7FFFFFFFu, 0x00800000u>(p, n);
 }
 
 // Start-up check of a model file whose header model_file_read_header accepted: every parameter finite.

@@ -96,6 +96,17 @@ TEST(ZeroShards, ChunksMatchLlmcLayout) {
     }
 }
 
+// The (offset, size) runs of all ranks together tile [0, N): no gap, no overlap.
+void expect_tiling(std::vector<std::pair<size_t, size_t>> runs, size_t N) {
+    std::sort(runs.begin(), runs.end());
+    size_t next = 0;
+    for (const auto& [off, n] : runs) {
+        ASSERT_EQ(off, next);
+        next += n;
+    }
+    EXPECT_EQ(next, N);
+}
+
 // Across the ranks every parameter is in exactly one chunk, and each rank's m/v/master buffer is its
 // chunks back to back, N / P elements.
 TEST(ZeroShards, EveryParameterOwnedOnceAndShardsPacked) {
@@ -116,13 +127,7 @@ TEST(ZeroShards, EveryParameterOwnedOnceAndShardsPacked) {
                 EXPECT_EQ(packed, N / P);
                 EXPECT_EQ(zero_shard_size(cfg, 1, P), N / P);
             }
-            std::sort(runs.begin(), runs.end());
-            size_t next = 0;  // the runs tile [0, N): no gap, no overlap
-            for (const auto& [off, n] : runs) {
-                ASSERT_EQ(off, next);
-                next += n;
-            }
-            EXPECT_EQ(next, N);
+            expect_tiling(runs, N);
         }
     }
 }
@@ -237,13 +242,7 @@ TEST(ZeroShards, EveryElementOwnedOnceAtEveryProcessCount) {
                     }
                 }
             }
-            std::sort(runs.begin(), runs.end());
-            size_t next = 0;  // the runs tile [0, N): no gap, no overlap
-            for (const auto& [off, n] : runs) {
-                ASSERT_EQ(off, next);
-                next += n;
-            }
-            EXPECT_EQ(next, N);
+            expect_tiling(runs, N);
         }
     }
 }
