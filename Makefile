@@ -54,8 +54,10 @@ BUILD_TAG := $(PRECISION)-cudnn$(USE_CUDNN)-nccl$(if $(filter 0,$(NO_MULTI_GPU))
 ifneq ($(and $(filter 1,$(USE_CUDNN)),$(strip $(CUDNN_HOME))),)
   BUILD_TAG := $(BUILD_TAG)-cudnnhome$(shell printf '%s' '$(strip $(CUDNN_HOME))' | cksum | cut -d' ' -f1)
 endif
-# EXTRA_NVCC_FLAGS (e.g. -DGPT2_CUDNN_BACKWARD=1, -DLAYERNORM_BWD_ROWS_PER_WARP=8): A/B builds of the
-# trainer with a tuning override; they get build dirs of their own, named by a checksum of the flags
+# EXTRA_NVCC_FLAGS: A/B builds with a tuning override (the #ifndef defaults in llmc/, e.g.
+# -DLAYERNORM_BWD_COL_ROWS=4; -DGPT2_CUDNN_BACKWARD=1 together with USE_CUDNN=1, without which it changes
+# nothing), or the test build of dev/test/gpu/ (-DLLMC_TEST_HOOKS); they get build dirs of their own,
+# named by a checksum of the flags
 ifneq ($(strip $(EXTRA_NVCC_FLAGS)),)
   BUILD_TAG := $(BUILD_TAG)-x$(shell printf '%s' '$(strip $(EXTRA_NVCC_FLAGS))' | cksum | cut -d' ' -f1)
 endif
@@ -124,7 +126,7 @@ $(BUILD_DIR)/train_gpt2cu: train_gpt2.cu $(GPU_HEADERS) $(GPU_LIB) $(CUDNN_OBJ) 
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) $< $(CUDNN_OBJ) $(GPU_LIB) $(NVCC_LDLIBS) $(CUDNN_LDLIBS) -o $@
 
-$(BUILD_DIR)/test_gpt2cu: test_gpt2.cu $(GPU_HEADERS) $(GPU_LIB) $(CUDNN_OBJ) | info
+$(BUILD_DIR)/test_gpt2cu: test_gpt2.cu dev/test/debug_state.h $(GPU_HEADERS) $(GPU_LIB) $(CUDNN_OBJ) | info
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) $< $(CUDNN_OBJ) $(GPU_LIB) $(NVCC_LDLIBS) $(CUDNN_LDLIBS) -o $@
 
@@ -147,7 +149,7 @@ $(HOST_LIB): $(HOST_LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-build/host/tests/%: dev/test/%.cpp $(HOST_LIB) $(wildcard llmc/*.h)
+build/host/tests/%: dev/test/%.cpp $(HOST_LIB) $(wildcard llmc/*.h dev/test/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_HOST) $< $(HOST_LIB) -lgtest -lgtest_main $(HOST_LDLIBS) -o $@
 

@@ -15,7 +15,7 @@
  *   BF16 build: max error <= 4 x (PyTorch bf16-autocast max deviation from fp32), mean error <=
  *   4 x (its mean deviation), both plus a small absolute floor; the deviations are in the file.
  * A version 2 file (written by llm.c's train_gpt2.py) carries no deviations and no expected losses:
- * it is checked with llm.c's fixed tolerances (llmc_test_tolerances in llmc/model_file.h): logits,
+ * it is checked with llm.c's fixed tolerances (llmc_test_tolerances in dev/test/debug_state.h): logits,
  * loss, gradients by check_tensor's rule, then llm.c's 10 AdamW steps at lr 1e-4, whose first loss
  * must match the file's loss and whose last must be below the first; step 4 as above.
  * Exit code 1 on any failure.
@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "dev/test/debug_state.h"  // the reference file and llm.c's tolerances (test code)
 #include "llmc/checkpoint.cuh"
 #include "llmc/gpt2.cuh"
 #include "llmc/train_step.cuh"

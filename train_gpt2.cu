@@ -84,7 +84,7 @@ struct TrainConfig {
     std::string init_method = "mpi";  // -pi
     std::string server_ip;            // -ps
     std::string fs_path;              // -pf
-    int port = 12345;                 // -pp (ours)
+    int port = NCCL_ID_DEFAULT_PORT;  // -pp (ours): llmc/nccl_id_exchange.h
     float watchdog_s = 1200.0f;       // -wt (ours): longest wait on a collective before aborting (0 = none)
 };
 
@@ -347,14 +347,17 @@ static float evaluate_multiple_choice(Trainer& tr) {
     return total_correct / (float)tr.eval_loader.examples.size();
 }
 
-constexpr int SAMPLE_START_TOKEN = 50256;  // GPT-2's end-of-text: samples start after it
+// The token samples start after: the tokenizer's end-of-text (llmc/tokenizer.h), GPT-2's without one.
+static int sample_start_token(const Trainer& tr) {
+    return tokenizer_sample_start(tr.have_tokenizer ? &tr.tokenizer : nullptr);
+}
 
 // Samples gen_tokens tokens after an end-of-text, one full forward of the single row per token.
 static void generate_sample(Trainer& tr) {
     GPT2& m = tr.model;
     const GPT2Config& c = m.config;
     const int T = tr.cfg.T;
-    std::vector<int> tokens(T, SAMPLE_START_TOKEN);
+    std::vector<int> tokens(T, sample_start_token(tr));
     std::vector<floatX> logits(c.padded_vocab_size);
     std::vector<float> probs(c.vocab_size);
     const int n = std::min(tr.cfg.gen_tokens, T - 1);
@@ -591,10 +594,6 @@ static void setup_processes(Trainer& tr) {
 static void setup_data(Trainer& tr, const GPT2Config& mc) {
     const TrainConfig& c = tr.cfg;
     const long tokens_per_micro = (long)c.B * c.T * c.num_processes;
-    if (c.sample_every > 0 && c.gen_tokens > 0 && SAMPLE_START_TOKEN >= mc.vocab_size) {
-        fatal("-s %d -g %d: samples start after GPT-2's end-of-text token %d, outside the model's vocabulary of %d "
-              "ids: use -s 0 or -g 0", c.sample_every, c.gen_tokens, SAMPLE_START_TOKEN, mc.vocab_size);
-    }
     dataloader_init(&tr.train_loader, train_pattern(c).c_str(), c.overfit_single_batch ? "-j" : "-i", c.B, c.T,
                     c.process_rank, c.num_processes, c.shuffle != 0);
     dataloader_set_vocab(&tr.train_loader, train_flag(c), mc.vocab_size);
@@ -627,6 +626,14 @@ static void setup_data(Trainer& tr, const GPT2Config& mc) {
     outlier_detector_init(&tr.loss_outlier);
     outlier_detector_init(&tr.norm_outlier);
     tr.have_tokenizer = tokenizer_init(&tr.tokenizer, c.tokenizer_file.c_str());
+    const int start = sample_start_token(tr);
+    if (c.sample_every > 0 && c.gen_tokens > 0 && start >= mc.vocab_size) {
+        const std::string token = start == GPT2_EOT ? "GPT-2's end-of-text token " + std::to_string(start)
+                                                    : "token " + std::to_string(start) + " (the end-of-text of '" +
+                                                          c.tokenizer_file + "')";
+        fatal("-s %d -g %d: samples start after %s, outside the model's vocabulary of %d ids: use -s 0 or -g 0",
+              c.sample_every, c.gen_tokens, token.c_str(), mc.vocab_size);
+    }
 }
 
 // The token ids of the shard each loader reads first (after a resume: at the resumed position), checked
@@ -782,13 +789,12 @@ static void print_run_table(Trainer& tr, const GPT2Config& mc, const cudaDeviceP
     row_i("processes", c.num_processes);
     row_s("NCCL", tr.mp.use_nccl ? "communicator up (" + c.init_method + " start-up)" : std::string("not used"));
     printf("+-----------------------+----------------------------------------------------+\n");
-    row_i("max_seq_len", mc.max_seq_len);
-    row_i("vocab_size", mc.vocab_size);
-    row_i("padded_vocab_size", mc.padded_vocab_size);
-    row_i("num_layers", mc.num_layers);
-    row_i("num_heads", mc.num_heads);
-    row_i("channels", mc.channels);
-    row_i("num_parameters", (long)N);
+    const std::pair<const char*, long> model_rows[] = {
+        {"max_seq_len", mc.max_seq_len}, {"vocab_size", mc.vocab_size}, {"padded_vocab_size", mc.padded_vocab_size},
+        {"num_layers", mc.num_layers},   {"num_heads", mc.num_heads},   {"channels", mc.channels},
+        {"num_parameters", (long)N},
+    };
+    for (const auto& [name, value] : model_rows) row_i(name, value);
     printf("+-----------------------+----------------------------------------------------+\n");
     row_i("train windows/epoch", (long)dataloader_num_batches(&tr.train_loader));
     printf("+-----------------------+----------------------------------------------------+\n");
@@ -848,9 +854,12 @@ int main(int argc, char** argv) {
     step_cfg.norm_outlier = &tr.norm_outlier;
     step_cfg.stop_flag = &g_stop_signal;
     step_cfg.watchdog = wd;
-    // test hook (dev/test/gpu/multi_gpu_stop_check.sh): the step's vote blocks, as if a peer had died
+#ifdef LLMC_TEST_HOOKS
+    // test hook, test builds only (dev/test/gpu/multi_gpu_stop_check.sh): the step's vote blocks, as if
+    // a peer had died
     const char* hang_env = getenv("LLMC_TEST_HANG_AT_STEP");
     step_cfg.hang_at_step = hang_env != nullptr ? atoi(hang_env) : 0;
+#endif
 
     const double flops_per_token = gpt2_flops_per_token((double)model.num_parameters, model.config.num_layers,
                                                         model.config.channels, c.T);
@@ -945,8 +954,9 @@ int main(int argc, char** argv) {
                c.total_batch / (total_ms / timed_steps / 1000.0), (total_b - free_b) / 1073741824.0);
     }
 
-    // test hook (dev/test/gpu/multi_gpu_checklist.sh): every rank prints a checksum of its parameters, which
-    // data-parallel replicas must share bit for bit
+#ifdef LLMC_TEST_HOOKS
+    // test hook, test builds only (dev/test/gpu/multi_gpu_ranks_check.sh): every rank prints a checksum of its
+    // parameters, which data-parallel replicas must share bit for bit
     if (getenv("LLMC_TEST_PARAM_CHECKSUM") != nullptr) {
         std::vector<floatX> params(model.num_parameters);
         cudaCheck(cudaMemcpy(params.data(), model.params_memory, params.size() * sizeof(floatX), cudaMemcpyDeviceToHost));
@@ -955,6 +965,7 @@ int main(int argc, char** argv) {
         checksum_update(&ck, params.data(), params.size() * sizeof(floatX));
         printf("rank %d: parameter checksum %016llx\n", tr.mp.process_rank, (unsigned long long)checksum_final(&ck));
     }
+#endif
     if (model.timer) {
         if (is_rank0(tr)) {
             phase_timer_print(model.timer);

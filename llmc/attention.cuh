@@ -310,7 +310,8 @@ constexpr float ATT_SCALE_LOG2 = ATT_SCALE * ATT_LOG2E;  // scores go straight t
 // Which (batch, head, tile rank) a block of the tensor-core kernels computes: grid (tiles, NH, B), rank 0
 // the tile with the most work (the last query tile, the first key tile: causal), blocks started in
 // linear order (rank fastest, then head, then batch). Two longest-first orders (every head's heaviest
-// tile first within a batch row, or over the whole grid) ran slower on an H100 (PERF.md row 29).
+// tile first within a batch row, or over the whole grid) ran slower (dev/cuda/PERF.md, the "tried,
+// removed" row of the longest-first order).
 struct AttBlock {
     int b, h, rank;
 };

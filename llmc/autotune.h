@@ -22,8 +22,8 @@ constexpr float AUTOTUNE_MIN_GAIN = 0.03f;
 
 // Milliseconds of launch(0) ... launch(count - 1) on `stream`: four rounds of one run per candidate,
 // each run after L2 is overwritten (back-to-back runs find their operands in L2, which the training
-// step's kernels mostly do not: that hid a 12% difference between the LM head forward's cuBLASLt
-// candidates); the fastest round counts.
+// step's kernels mostly do not: that hid the difference between the LM head forward's cuBLASLt
+// candidates, dev/cuda/PERF.md row 11); the fastest round counts.
 inline std::vector<float> autotune_time(const cudaDeviceProp& props, int count, const std::function<void(int)>& launch,
                                         cudaStream_t stream) {
     void* flush = nullptr;

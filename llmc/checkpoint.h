@@ -2,7 +2,8 @@
  * Checkpoints, host side: which fp32 blocks form a state file's body, and reading one checkpoint
  * (model file header + this process's state file) into host memory. The GPU side (writing a
  * checkpoint, uploading one that was read) is llmc/checkpoint.cuh; file formats in llmc/run_state.h
- * and llmc/model_file.h. Also the checkpoint directory: paths, DONE files, leftovers, pruning.
+ * and llmc/model_file.h. Also the checkpoint directory: paths, DONE files, leftovers. (Deleting old
+ * checkpoints, llm.c's -nk / -nm rule, is llmc/train_plan.h.)
  *
  * State file body (docs/formats.md "Run state"): AdamW m, AdamW v, then the fp32 master weights when header slot 4 is
  * 1; each block holds this process's optimizer shard (all parameters without ZeRO-1), in floats.
@@ -62,14 +63,6 @@
  *        of earlier builds; rank 0: of model and DONE files and its state file; rank r > 0: of its own
  *        state file only; regular files only: never a link or what it points to) and returns their
  *        paths. Call at start-up, when nothing writes to dir.
- *   void ckpt_prune(dir, keep_last_n, never_delete_multiple_of, current_step)
- *        keep_last_n <= 0: does nothing. Otherwise, among steps <= current_step, keeps the
- *        keep_last_n newest complete checkpoints and every step that is a multiple of
- *        never_delete_multiple_of (> 0); deletes the files of every other step (incomplete ones and
- *        .tmp leftovers included): DONE first, so a half-deleted checkpoint is never resumed from
- *        (if DONE cannot be deleted, the step's other files are kept too). Deletion failures warn.
- *        Steps > current_step are left alone. Call on one process after all have written.
-
  */
 #pragma once
 
@@ -290,40 +283,6 @@ inline std::vector<std::string> ckpt_remove_leftovers(const std::string& dir, in
         else fprintf(stderr, "warning: cannot delete leftover '%s': %s\n", path.c_str(), strerror(errno));
     }
     return removed;
-}
-
-// Returns false (with a warning: losing disk space beats stopping a training run) if path remains.
-inline bool ckpt_remove_(const std::string& path) {
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-        fprintf(stderr, "warning: cannot delete old checkpoint file '%s': %s\n", path.c_str(), strerror(errno));
-        return false;
-    }
-    return true;
-}
-
-inline void ckpt_prune(const std::string& dir, int keep_last_n, int never_delete_multiple_of, int current_step) {
-    if (keep_last_n <= 0) return;
-    std::map<int, CkptEntry> entries = ckpt_scan_(dir);
-    int kept_complete = 0;
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-        int step = it->first;
-        const CkptEntry& e = it->second;
-        if (step > current_step) continue;
-        if (e.done && kept_complete < keep_last_n) {
-            kept_complete++;
-            continue;
-        }
-        if (never_delete_multiple_of > 0 && step % never_delete_multiple_of == 0) continue;
-        // DONE first: the step stops being resumable; if it cannot go, the checkpoint stays whole
-        if (e.done && !ckpt_remove_(ckpt_done_path(dir, step))) continue;
-        std::vector<std::string> files = e.files;
-        // state files before the model file, .tmp leftovers in any order
-        std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
-            bool sa = a.find("/state_") != std::string::npos, sb = b.find("/state_") != std::string::npos;
-            return sa != sb ? sa : a < b;
-        });
-        for (const std::string& f : files) ckpt_remove_(f);
-    }
 }
 
 // ----------------------------------------------------------------------------

@@ -62,11 +62,10 @@ __global__ void column_partial_sums_kernel(float* partial, const floatX* dout, i
 
 // out[a](OC) += sum over chunks of partial(a, chunks, OC), for a = blockIdx.y. Block (32 columns, 8
 // row groups): group g adds chunks g, g + 8, ... in order, then the 8 group sums are added in group
-// order (a fixed order: deterministic). Eight chunks of a column are read at once. Replacing one thread
-// per column reading them one after another (one launch per output) took the LayerNorm backward at d12,
-// B=64 from 151 to 132 us in dev/cuda/layernorm, where this finish alone then measured 7 us.
-// Issuing 16 of a group's loads before adding them (same order, same bits) measured no faster on an
-// H100 (PERF.md row 28: 11.4-14.1 vs 11.2-14.6 us at the LayerNorm partial shapes, within noise).
+// order (a fixed order: deterministic). Eight chunks of a column are read at once: faster than one
+// thread per column reading them one after another, one launch per output (dev/cuda/PERF.md row 13).
+// Issuing 16 of a group's loads before adding them (same order, same bits) measured no faster (PERF.md,
+// the "tried, removed" row of column_finish).
 constexpr int COLUMN_FINISH_GROUPS = 8;
 constexpr int COLUMN_FINISH_MAX_OUTPUTS = 3;
 struct ColumnFinishOutputs {

@@ -43,7 +43,7 @@
  *   void dataloader_init(DataLoader*, const char* glob_pattern, const char* flag_name, size_t B,
  *                        size_t T, int process_rank, int num_processes, bool shuffle)
  *        headers and sizes only. flag_name (e.g. "-i") is named in the errors (no match, bad ids).
- *        The ids are checked against the GPT-2 vocabulary (50257) until dataloader_set_vocab.
+ *        The ids are checked against the GPT-2 vocabulary (GPT2_VOCAB_SIZE) until dataloader_set_vocab.
  *   void dataloader_set_vocab(DataLoader*, const char* flag_name, int vocab_size)
  *        the vocabulary the ids must be below (the model's), and the flag named in id errors; reads
  *        nothing. Shards checked against another vocabulary before are checked again.
@@ -86,10 +86,9 @@
 #include <vector>
 
 #include "llmc/file_header.h"
+#include "llmc/gpt2_vocab.h"
 #include "llmc/rand.h"
 #include "llmc/utils.h"
-
-constexpr int32_t DATALOADER_VOCAB_SIZE = 50257;  // GPT-2: valid token ids are 0..50256
 
 constexpr uint32_t DATALOADER_SHUFFLE_SEED = 42;  // llm.c: manual_seed(42 + process_rank)
 
@@ -116,7 +115,7 @@ struct DataLoader : LoaderShape {  // B, T, process_rank, num_processes
     // configuration
     bool shuffle = false;
     std::string flag_name;                   // named in errors ("-i", "-j")
-    int vocab_size = DATALOADER_VOCAB_SIZE;  // token ids must be below this
+    int vocab_size = GPT2_VOCAB_SIZE;  // token ids must be below this
     std::vector<std::string> shard_paths;    // sorted glob result
     std::vector<size_t> shard_num_windows;   // windows of P*B*T tokens per shard
     size_t total_windows = 0;
@@ -319,7 +318,7 @@ inline void dataloader_init(DataLoader* dl, const char* glob_pattern, const char
     loader_shape_set(dl, "data loader", B, T, process_rank, num_processes);
     dl->shuffle = shuffle;
     dl->flag_name = flag_name;
-    dl->vocab_size = DATALOADER_VOCAB_SIZE;
+    dl->vocab_size = GPT2_VOCAB_SIZE;
 
     dl->shard_paths = dataloader_glob(glob_pattern, flag_name);
 

@@ -5,8 +5,8 @@
  * example has a context, 4 completions and a label. A batch holds E = floor(B/4) examples x 4
  * completions (B >= 4, as llm.c: with B not a multiple of 4 the last B - 4E rows are padding);
  * row 4*e + c holds context + completion c of the batch's example e, left aligned and padded:
- *   inputs[row, t]  = token t of (context, completion)      (pad: end-of-text 50256)
- *   targets[row, t] = token t+1                              (pad: 50256)
+ *   inputs[row, t]  = token t of (context, completion)      (pad: end-of-text, GPT2_EOT)
+ *   targets[row, t] = token t+1                              (pad: GPT2_EOT)
  *   mask[row, t]    = 1 where targets[row, t] is a completion token, else 0
  * so the model's loss at a masked position is the loss of one completion token given everything
  * before it. All three arrays are (B, T) and overwritten by each next_batch.
@@ -31,7 +31,7 @@
  *   void eval_loader_free(EvalLoader*)
  *   std::string eval_example_problem(const EvalExample&)
  *        the content rules of one example (label 0..3, non-empty context and completions, token ids
- *        < 50257, under 65535 bytes): "" when it is fine, else what is wrong. The writer
+ *        < GPT2_VOCAB_SIZE, under 65535 bytes): "" when it is fine, else what is wrong. The writer
  *        (dev/data/prepare_dataset.h) applies the same function, so it never writes what this refuses.
  * Bad files (magic, version, delimiter, sizes, labels, token ids, truncation, trailing bytes) stop
  * with one fatal() message naming the file and the example.
@@ -48,11 +48,10 @@
 #include <vector>
 
 #include "llmc/file_header.h"
+#include "llmc/gpt2_vocab.h"
 #include "llmc/utils.h"
 
 constexpr int EVAL_NUM_COMPLETIONS = 4;
-constexpr int EVAL_VOCAB_SIZE = 50257;
-constexpr int EVAL_PAD_TOKEN = 50256;
 
 struct EvalExample {
     int label = 0;
@@ -82,8 +81,8 @@ inline std::string eval_example_problem(const EvalExample& e) {
     }
     for (int part = -1; part < EVAL_NUM_COMPLETIONS; part++) {
         for (uint16_t t : part < 0 ? e.context : e.completions[part]) {
-            if (t >= EVAL_VOCAB_SIZE) {
-                snprintf(buf, sizeof(buf), "has token id %u >= %d", (unsigned)t, EVAL_VOCAB_SIZE);
+            if (t >= GPT2_VOCAB_SIZE) {
+                snprintf(buf, sizeof(buf), "has token id %u >= %d", (unsigned)t, GPT2_VOCAB_SIZE);
                 return buf;
             }
         }
@@ -215,7 +214,7 @@ inline void eval_loader_init(EvalLoader* el, const char* path, size_t B, size_t 
 
 // -h 1 with a model of vocab_size ids: every token id of the file, and the padding id, must be one.
 inline void eval_check_vocab(const EvalLoader* el, int vocab_size) {
-    int top = EVAL_PAD_TOKEN;
+    int top = GPT2_EOT;
     for (const EvalExample& e : el->examples) {
         for (int part = -1; part < EVAL_NUM_COMPLETIONS; part++) {
             for (uint16_t t : part < 0 ? e.context : e.completions[part]) top = std::max(top, (int)t);
@@ -224,7 +223,7 @@ inline void eval_check_vocab(const EvalLoader* el, int vocab_size) {
     if (top >= vocab_size) {
         fatal("-h 1: eval file '%s' holds GPT-2 token ids up to %d (its rows are padded with %d), but the model's "
               "vocabulary has %d ids: use a model with the GPT-2 vocabulary, or -h 0", el->path.c_str(), top,
-              EVAL_PAD_TOKEN, vocab_size);
+              GPT2_EOT, vocab_size);
     }
 }
 
@@ -238,8 +237,8 @@ inline void eval_loader_next_batch(EvalLoader* el) {
     el->next_batch_idx = (k + 1) % el->num_batches;
     size_t first = k * E * (size_t)el->num_processes + (size_t)el->process_rank * E;
     for (size_t i = 0; i < B * T; i++) {
-        el->inputs[i] = EVAL_PAD_TOKEN;
-        el->targets[i] = EVAL_PAD_TOKEN;
+        el->inputs[i] = GPT2_EOT;
+        el->targets[i] = GPT2_EOT;
         el->mask[i] = 0;
     }
     for (size_t e = 0; e < E; e++) {

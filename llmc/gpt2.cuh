@@ -3,8 +3,14 @@
  * AdamW update, gradient norm, and checkpoint I/O. The trainer and the GPU test both drive this.
  *
  * Memory: one cudaMalloc each for parameters (floatX), gradients (floatX, same layout), AdamW m and v
- * (fp32), master weights (fp32, bf16 builds with -w 1), and activations. Nothing is allocated inside
- * a training step.
+ * (fp32), master weights (fp32, bf16 builds with -w 1), and activations, all before the first step.
+ * A step allocates nothing on the GPU, except in the first call of each shape: a GEMM shape's first
+ * call creates its cuBLASLt descriptors and, with the autotune on (-ma 1, the default), allocates and
+ * frees temporary buffers while it times the candidates (llmc/matmul.cuh, llmc/autotune.h); in cuDNN
+ * builds an attention shape's first call builds its graphs (autotuned the same way) and may grow
+ * cuDNN's workspace (llmc/cudnn_att.cpp). Those first calls come in the first optimizer step, in the
+ * first micro-step that accumulates gradients (the second of a step, when -d asks for accumulation:
+ * other GEMMs), in the first evaluation and in the first sample (batch 1: other shapes).
  *
  * Gradient conventions (see each layer header): parameter gradients are written (=) by the backward of
  * an optimizer step's first micro-step and accumulate (+=) over the others, so there is no zeroing pass
@@ -34,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "llmc/activation_layout.h"
 #include "llmc/adamw.cuh"
 #include "llmc/attention.cuh"
 #include "llmc/cuda_common.h"
@@ -86,6 +93,8 @@ inline floatX* const* tensor_slots(const ParameterTensors* p) { return reinterpr
 // ----------------------------------------------------------------------------
 // activations
 
+// Pointers into the one activation buffer, in its order (llmc/activation_layout.h: ActivationTensor and
+// the shapes, ACTIVATION_SHAPES, which sizes every field; the static_asserts below tie the two together).
 struct ActivationTensors {
     floatX* encoded;    // (B, T, C)
     floatX* ln1;        // (L, B, T, C + MATMUL_BIAS_PAD), or (B, T, ...) with recompute 2: see gpt2_ln_ld
@@ -110,47 +119,29 @@ struct ActivationTensors {
     floatX* scratch_btc2;  // (B, T, C): activation gradients of width C in backward
     floatX* scratch_bt4c;  // (B, T, 4C): activation gradients of width 4C (and 3C for qkv)
 };
-constexpr int NUM_ACTIVATION_TENSORS = sizeof(ActivationTensors) / sizeof(void*);
-
-struct ActivationLayout {
-    size_t bytes[NUM_ACTIVATION_TENSORS];
-    size_t total;
-};
+static_assert(sizeof(ActivationTensors) == NUM_ACTIVATION_TENSORS * sizeof(void*), "one field per ActivationTensor");
+#define GPT2_ACT_FIELD_IS(field, tensor) (offsetof(ActivationTensors, field) == (tensor) * sizeof(void*))
+static_assert(GPT2_ACT_FIELD_IS(encoded, ACT_ENCODED) && GPT2_ACT_FIELD_IS(ln1, ACT_LN1) &&
+                  GPT2_ACT_FIELD_IS(ln1_mean, ACT_LN1_MEAN) && GPT2_ACT_FIELD_IS(ln1_rstd, ACT_LN1_RSTD) &&
+                  GPT2_ACT_FIELD_IS(qkv, ACT_QKV) && GPT2_ACT_FIELD_IS(atty, ACT_ATTY) &&
+                  GPT2_ACT_FIELD_IS(att_lse, ACT_ATT_LSE) && GPT2_ACT_FIELD_IS(residual2, ACT_RESIDUAL2) &&
+                  GPT2_ACT_FIELD_IS(ln2, ACT_LN2) && GPT2_ACT_FIELD_IS(ln2_mean, ACT_LN2_MEAN) &&
+                  GPT2_ACT_FIELD_IS(ln2_rstd, ACT_LN2_RSTD) && GPT2_ACT_FIELD_IS(fch, ACT_FCH) &&
+                  GPT2_ACT_FIELD_IS(fch_gelu, ACT_FCH_GELU) && GPT2_ACT_FIELD_IS(residual3, ACT_RESIDUAL3) &&
+                  GPT2_ACT_FIELD_IS(lnf, ACT_LNF) && GPT2_ACT_FIELD_IS(lnf_mean, ACT_LNF_MEAN) &&
+                  GPT2_ACT_FIELD_IS(lnf_rstd, ACT_LNF_RSTD) && GPT2_ACT_FIELD_IS(losses, ACT_LOSSES) &&
+                  GPT2_ACT_FIELD_IS(output, ACT_OUTPUT) && GPT2_ACT_FIELD_IS(scratch_btc, ACT_SCRATCH_BTC) &&
+                  GPT2_ACT_FIELD_IS(scratch_btc2, ACT_SCRATCH_BTC2) && GPT2_ACT_FIELD_IS(scratch_bt4c, ACT_SCRATCH_BT4C),
+              "ActivationTensors' fields in ActivationTensor order");
+#undef GPT2_ACT_FIELD_IS
 
 // Row stride of ln1 / ln2, the inputs of the biased matmuls (qkv, fc): C plus the ones column that
 // gives their bias gradients from the weight-gradient GEMM (llmc/matmul.cuh).
 inline int gpt2_ln_ld(const GPT2Config& cfg) { return cfg.channels + MATMUL_BIAS_PAD; }
 
-// Sizes in bytes of every activation tensor for batch (B, T); each rounded up to 256 bytes.
+// Bytes and offsets of every activation tensor for batch (B, T) in this build (llmc/activation_layout.h).
 inline ActivationLayout gpt2_activation_layout(const GPT2Config& cfg, int B, int T, int recompute) {
-    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
-    const size_t LD = gpt2_ln_ld(cfg);
-    const size_t BT = (size_t)B * T, X = sizeof(floatX), F = sizeof(float);
-    const size_t ln_layers = recompute >= 2 ? 1 : L;
-    const size_t gelu_layers = recompute >= 1 ? 1 : L;
-    const size_t sizes[NUM_ACTIVATION_TENSORS] = {
-        BT * C * X,                                  // encoded
-        ln_layers * BT * LD * X, L * BT * F, L * BT * F,  // ln1, mean, rstd
-        L * BT * 3 * C * X,                          // qkv
-        L * BT * C * X,                              // atty
-        L * B * NH * T * F,                          // att_lse
-        L * BT * C * X,                              // residual2
-        ln_layers * BT * LD * X, L * BT * F, L * BT * F,  // ln2, mean, rstd
-        L * BT * 4 * C * X,                          // fch
-        gelu_layers * BT * 4 * C * X,                // fch_gelu
-        L * BT * C * X,                              // residual3
-        BT * C * X, BT * F, BT * F,                  // lnf, mean, rstd
-        BT * F,                                      // losses
-        BT * Vp * X,                                 // output
-        BT * C * X, BT * C * X, BT * 4 * C * X,      // scratch
-    };
-    ActivationLayout layout;
-    layout.total = 0;
-    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
-        layout.bytes[i] = (sizes[i] + 255) / 256 * 256;
-        layout.total += layout.bytes[i];
-    }
-    return layout;
+    return activation_layout(cfg, B, T, recompute, sizeof(floatX), gpt2_ln_ld(cfg));
 }
 
 // ----------------------------------------------------------------------------
@@ -340,6 +331,13 @@ inline size_t gpt2_activation_bytes(GpuContext& ctx, const GPT2Config& cfg, int 
     return gpt2_activation_layout(cfg, B, T, recompute).total + gpt2_scratch_floats(ctx, cfg, B, T) * sizeof(float);
 }
 
+// GPU memory left free beside the activations, for what is allocated after them: cuDNN's workspace
+// (cuDNN builds, at the first attention call), the autotunes' temporary buffers (at the first call of
+// each GEMM / attention shape; they tune without them when they do not fit), what the CUDA, cuBLASLt,
+// cuDNN and NCCL libraries allocate for themselves as they run, and the allocator's slack. (The cuBLASLt
+// workspace is allocated before, by gpu_context_init, so the free memory measured here excludes it.)
+constexpr size_t GPT2_ACTIVATION_MARGIN_BYTES = 512ull << 20;
+
 // Allocates activations for micro-batch (B, T). Checks free GPU memory first and explains a shortfall.
 inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
     const GPT2Config& c = model->config;
@@ -351,8 +349,7 @@ inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
     const size_t need = layout.total + model->scratch_f32_floats * sizeof(float);
     size_t free_bytes = 0, total_bytes = 0;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const size_t margin = 512ull << 20;  // cuBLASLt workspace, cuDNN workspace, allocator slack
-    if (need + margin > free_bytes) {
+    if (need + GPT2_ACTIVATION_MARGIN_BYTES > free_bytes) {
         fatal("activations for -b %d -t %d -r %d need %.2f GiB, but only %.2f GiB of GPU memory is free "
               "(%.2f GiB total, %.2f GiB already used by parameters and optimizer state). "
               "Use a smaller -b (with -d to keep the total batch) or more recompute (-r 2).",
@@ -361,12 +358,9 @@ inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
     }
     cudaCheck(cudaMalloc(&model->acts_memory, layout.total));
     cudaCheck(cudaMemset(model->acts_memory, 0, layout.total));
-    void** slots = reinterpret_cast<void**>(&model->acts);
-    uint8_t* p = static_cast<uint8_t*>(model->acts_memory);
-    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) {
-        slots[i] = p;
-        p += layout.bytes[i];
-    }
+    void** slots = reinterpret_cast<void**>(&model->acts);  // field i is ActivationTensor i
+    uint8_t* base = static_cast<uint8_t*>(model->acts_memory);
+    for (int i = 0; i < NUM_ACTIVATION_TENSORS; i++) slots[i] = base + layout.offset[i];
     cudaCheck(cudaMalloc(&model->scratch_f32, model->scratch_f32_floats * sizeof(float)));
     const size_t BT = (size_t)B * T;
     cudaCheck(cudaMalloc(&model->inputs, BT * sizeof(int)));
@@ -381,13 +375,13 @@ inline void gpt2_allocate_activations(GPT2* model, int B, int T) {
 inline int gpt2_estimate_max_batch(GpuContext& ctx, const GPT2Config& cfg, int T, int recompute, size_t free_bytes) {
     int best = 0;
     for (int b = 1; b <= 4096; b *= 2) {
-        if (gpt2_activation_bytes(ctx, cfg, b, T, recompute) + (512ull << 20) <= free_bytes) best = b;
+        if (gpt2_activation_bytes(ctx, cfg, b, T, recompute) + GPT2_ACTIVATION_MARGIN_BYTES <= free_bytes) best = b;
         else break;
     }
     // refine linearly above the last power of two
     if (best > 0) {
         for (int b = best + 1; b < 2 * best; b++) {
-            if (gpt2_activation_bytes(ctx, cfg, b, T, recompute) + (512ull << 20) <= free_bytes) best = b;
+            if (gpt2_activation_bytes(ctx, cfg, b, T, recompute) + GPT2_ACTIVATION_MARGIN_BYTES <= free_bytes) best = b;
             else break;
         }
     }
@@ -426,12 +420,13 @@ inline void gpt2_free(GPT2* model) {
 // attention dispatch: the one place where USE_CUDNN chooses the implementation
 //
 // cuDNN builds for sm_90a (GPU_COMPUTE_CAPABILITY=90, LLMC_SM90A) run cuDNN's forward and
-// llmc/attention.cuh's wgmma backward: both backwards are deterministic, and ours is faster (lab, H200,
-// B=64 T=1024 NH=12: 0.908 against cuDNN 9.19's 1.10 ms per layer; dev/cuda/PERF.md row 22). The forward's
-// statistics are the same quantity on both sides (natural-log log-sum-exp of the scaled scores, (B,NH,T)
-// fp32; dev/cuda/attention_crosscheck checks the mixed pair against cuDNN's own backward). Other targets keep
+// llmc/attention.cuh's wgmma backward: both backwards are deterministic, and ours is faster in the lab
+// at GPT-2's shapes (the times: dev/cuda/PERF.md row 22). The forward's statistics are the same quantity
+// on both sides (natural-log log-sum-exp of the scaled scores, (B,NH,T) fp32;
+// dev/cuda/attention_crosscheck checks the mixed pair against cuDNN's own backward). Other targets keep
 // cuDNN's backward (attention.cuh's mma.sync backward is slower than cuDNN's there).
-// -DGPT2_CUDNN_BACKWARD=1 forces cuDNN's backward (A/B builds: make EXTRA_NVCC_FLAGS=...).
+// -DGPT2_CUDNN_BACKWARD=1 forces cuDNN's backward (A/B builds: make USE_CUDNN=1
+// EXTRA_NVCC_FLAGS=-DGPT2_CUDNN_BACKWARD=1; without USE_CUDNN=1 the flag changes nothing).
 #if defined(ENABLE_CUDNN) && !defined(GPT2_CUDNN_BACKWARD)
 #if defined(LLMC_SM90A)
 #define GPT2_CUDNN_BACKWARD 0
@@ -629,10 +624,6 @@ inline double gpt2_losses_sum(GPT2* model, int B, int T) {
     return sum;
 }
 
-#ifndef GPT2_ZERO_GRADS
-#define GPT2_ZERO_GRADS 0
-#endif
-
 // Backward pass after gpt2_forward(..., for_training=true) on the same batch. Parameter gradients: =
 // on the first micro-step of an optimizer step (every element of grads_memory is written: the GPU
 // test fills it with NaN first), += on the others. On the last micro-step (ZeRO-0, several processes)
@@ -653,14 +644,7 @@ inline void gpt2_backward(GPT2* model, int B, int T, bool first_micro_step = tru
     const bool gelu_per_layer = model->opt.recompute < 1;
     float* scratch = model->scratch_f32;
     gpt2_update_join(model, false);  // (a forward ran first and waited already; this is for other callers)
-#if GPT2_ZERO_GRADS  // -DGPT2_ZERO_GRADS=1 (A/B builds): the old way, every gradient zeroed, then += throughout
-    if (first_micro_step) {
-        cudaCheck(cudaMemsetAsync(model->grads_memory, 0, model->num_parameters * sizeof(floatX), model->stream));
-    }
-    const bool acc = true;
-#else
     const bool acc = !first_micro_step;  // parameter gradients += (else =)
-#endif
 
     floatX* dresidual = a.scratch_btc;  // gradient of the residual stream (+=)
     floatX* dl_btc = a.scratch_btc2;

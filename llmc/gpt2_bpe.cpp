@@ -193,14 +193,14 @@ void gpt2_bpe_load(Gpt2Bpe* bpe, const std::string& dir) {
     nlohmann::json enc = nlohmann::json::parse(read_whole_file(enc_path), nullptr, false);
     if (enc.is_discarded() || !enc.is_object()) fatal("'%s' is not a JSON object", enc_path.c_str());
     if (enc.size() != GPT2_VOCAB_SIZE) {
-        fatal("'%s' has %zu tokens, expected %u", enc_path.c_str(), enc.size(), GPT2_VOCAB_SIZE);
+        fatal("'%s' has %zu tokens, expected %d", enc_path.c_str(), enc.size(), GPT2_VOCAB_SIZE);
     }
     bpe->token_bytes.assign(GPT2_VOCAB_SIZE, std::string());
     std::vector<bool> seen(GPT2_VOCAB_SIZE, false);
     std::string bytes;
     for (auto it = enc.begin(); it != enc.end(); ++it) {
         if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= GPT2_VOCAB_SIZE) {
-            fatal("'%s': token '%s' has no id in [0, %u)", enc_path.c_str(), it.key().c_str(), GPT2_VOCAB_SIZE);
+            fatal("'%s': token '%s' has no id in [0, %d)", enc_path.c_str(), it.key().c_str(), GPT2_VOCAB_SIZE);
         }
         uint32_t id = it.value().get<uint32_t>();
         if (seen[id]) fatal("'%s': id %u appears twice", enc_path.c_str(), id);
@@ -211,7 +211,7 @@ void gpt2_bpe_load(Gpt2Bpe* bpe, const std::string& dir) {
         bpe->token_bytes[id] = bytes;
     }
     if (bpe->token_bytes[GPT2_EOT] != "<|endoftext|>") {
-        fatal("'%s': id %u is not <|endoftext|>", enc_path.c_str(), GPT2_EOT);
+        fatal("'%s': id %d is not <|endoftext|>", enc_path.c_str(), GPT2_EOT);
     }
     bpe->bytes_to_id.clear();
     bpe->bytes_to_id.reserve(GPT2_VOCAB_SIZE);
@@ -249,7 +249,7 @@ void gpt2_bpe_load(Gpt2Bpe* bpe, const std::string& dir) {
         merge_index++;
     }
     if (merge_index != GPT2_EOT - 256) {
-        fatal("'%s' has %u merges, expected %u", bpe_path.c_str(), merge_index, GPT2_EOT - 256);
+        fatal("'%s' has %u merges, expected %d", bpe_path.c_str(), merge_index, GPT2_EOT - 256);
     }
 
     // Pair table: every split of a token into two tokens, keyed by their ids (tiktoken ranks the

@@ -9,7 +9,7 @@
  * whole is that token (both as tiktoken does).
  * Invalid UTF-8: the text is cut into maximal valid UTF-8 runs, each run is pre-tokenised on its own and
  * every invalid byte is a piece of its own, so any byte string round-trips: decode(encode(x)) == x.
- * <|endoftext|> (50256) is never produced from text; callers add it as a document separator.
+ * <|endoftext|> (GPT2_EOT) is never produced from text; callers add it as a document separator.
  *
  * Ownership and threads: Gpt2Bpe is read-only after gpt2_bpe_load and is shared by all threads;
  * each thread encodes through its own Gpt2Encoder (PCRE2 match data and a piece -> ids cache).
@@ -22,14 +22,13 @@
 #include <unordered_map>
 #include <vector>
 
-constexpr uint32_t GPT2_VOCAB_SIZE = 50257;
-constexpr uint32_t GPT2_EOT = 50256;            // <|endoftext|>
+#include "llmc/gpt2_vocab.h"
 
 struct pcre2_real_code_8;        // PCRE2 types, kept out of this header (pcre2.h needs a width macro)
 struct pcre2_real_match_data_8;
 
 struct Gpt2Bpe {
-    std::vector<std::string> token_bytes;                    // id -> raw bytes (50257 entries)
+    std::vector<std::string> token_bytes;                    // id -> raw bytes (GPT2_VOCAB_SIZE entries)
     std::unordered_map<std::string, uint32_t> bytes_to_id;   // raw bytes -> id, without <|endoftext|>
     std::unordered_map<uint64_t, uint32_t> merges;           // (left id << 32 | right id) -> merged id
     uint32_t byte_token[256] = {};                           // byte value -> its single-byte token

@@ -2,7 +2,7 @@
  * The GPU context: the state the launchers need beyond their arguments, in one object the program
  * creates and passes down (no singletons, no file-scope state in llmc/):
  *
- *   device, props   the device current at creation and its properties (SM count, shared memory, L2:
+ *   props           the properties of the device current at creation (SM count, shared memory, L2:
  *                   grid shapes of llmc/column_reduce.cuh and llmc/layernorm.cuh, the autotunes' L2 flush)
  *   stream          the compute stream; a model (GPT2::stream) launches everything on it
  *   allow_tf32      FP32 builds: cuBLASLt may compute in TF32 (train_gpt2cu -f); bf16 builds always fp32
@@ -47,8 +47,9 @@ struct CudnnState;  // llmc/cudnn_att.cpp
 
 constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;
 
-// (cuBLASLt's DGELU_BGRAD, which would also give the fc bias gradient, was measured and rejected: on
-// the H200 it ran 3x slower than DGELU for the fcproj backward, and its bf16 column sums were coarse.)
+// (cuBLASLt's DGELU_BGRAD, which would also give the fc bias gradient, was measured and rejected: it
+// ran slower than DGELU for the fcproj backward, and its bf16 column sums were coarse; dev/cuda/PERF.md,
+// the "rejected in the lab" row of DGELU_BGRAD.)
 enum class MatmulEpilogue { None, Bias, GeluAuxBias, GeluAux, DGelu };
 
 // op(X): X or its transpose, as in BLAS's gemm("T", "N", ...).
@@ -122,7 +123,6 @@ struct GpuContextOptions {
 };
 
 struct GpuContext {
-    int device = 0;
     cudaDeviceProp props{};
     cudaStream_t stream = nullptr;
     bool allow_tf32 = true;
@@ -139,8 +139,9 @@ struct GpuContext {
 
 // For the device current now (cudaSetDevice first).
 inline void gpu_context_init(GpuContext* ctx, const GpuContextOptions& opt = GpuContextOptions()) {
-    cudaCheck(cudaGetDevice(&ctx->device));
-    cudaCheck(cudaGetDeviceProperties(&ctx->props, ctx->device));
+    int device = 0;
+    cudaCheck(cudaGetDevice(&device));
+    cudaCheck(cudaGetDeviceProperties(&ctx->props, device));
     int least = 0, greatest = 0;
     cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     cudaCheck(cudaStreamCreateWithPriority(&ctx->stream, cudaStreamDefault, opt.high_priority ? greatest : least));

@@ -10,9 +10,11 @@
  *                         dinp_colsum(C) += sum of the updated dinp rows          (optional, +=: the bias
  *                         gradient of the matmul whose output was added to this residual)
  *                         one pass over the rows; deterministic per-block partial sums, no atomics
- * Statistics and all arithmetic in fp32. Forward: one warp per row. Backward: for C <= 2048 (every GPT-2
- * width) a block per row group, each thread owning 8 channels (layernorm_backward_columns_kernel);
- * wider rows one warp per row with per-warp shared-memory accumulators (layernorm_backward_kernel).
+ * Statistics and all arithmetic in fp32. Forward: one warp per row. Backward: for C up to 256 vectors of
+ * x128::size (2048 in BF16 builds: every GPT-2 width; 1024 in FP32 builds, so there C = 1280 and 1600
+ * take the other kernel) a block per row group, each thread owning one vector of channels
+ * (layernorm_backward_columns_kernel); wider rows one warp per row with per-warp shared-memory
+ * accumulators (layernorm_backward_kernel). The rule: layernorm_backward_uses_columns.
  */
 #pragma once
 
@@ -137,9 +139,9 @@ __device__ __forceinline__ float layernorm_bwd_dinp(float dinp, float rstd, Laye
 // block then adds its warps' copies in a fixed order into partials (NACC, gridDim.x, C);
 // column_finish adds the blocks in a fixed order (one launch for all of them). Any C: the rows'
 // vectors are loaded per 256-channel step and dout / inp read again in the second pass (from L2,
-// mostly). Taken for C > 2048 (the column-owner kernel below takes every GPT-2 width) and for A/B
-// builds with -DLAYERNORM_BWD_COLUMNS=0. (Until session 19 it also had a row-in-registers variant for
-// C <= 2048, PERF.md row 24, which the column-owner kernel replaced.)
+// mostly). Taken where the column-owner kernel below is not (layernorm_backward_uses_columns: C above
+// 2048 in BF16 builds, above 1024 in FP32 builds) and for A/B builds with -DLAYERNORM_BWD_COLUMNS=0. (A
+// row-in-registers variant of it for C <= 2048, PERF.md row 24, was replaced by the column-owner kernel.)
 
 template <bool SumDinp>
 __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const floatX* dout, const floatX* inp,
@@ -254,10 +256,11 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
     }
 }
 
-// Column-owner backward (C <= LAYERNORM_BWD_COL_MAX_THREADS * V, all GPT-2 widths): thread t of a block
-// owns channels [Vt, Vt + V) of every row (V = x128::size, 8 in bf16), so the column sums (dweight,
-// dbias, dinp) stay in 2V-3V registers per thread: no shared-memory copies, so no limit of one block per
-// SM at wide rows (the warp-per-row kernel's 172 KB of accumulators at C = 1600). The block takes groups
+// Column-owner backward (C <= LAYERNORM_BWD_COL_MAX_THREADS * V: every GPT-2 width in BF16 builds, C up
+// to 1024 in FP32 builds): thread t of a block owns channels [Vt, Vt + V) of every row (V = x128::size,
+// 8 in bf16, 4 in fp32), so the column sums (dweight, dbias, dinp) stay in 2V-3V registers per thread:
+// no shared-memory copies, so no limit of one block per SM at wide rows (the warp-per-row kernel's
+// 172 KB of accumulators at C = 1600). The block takes groups
 // of R rows (groups blockIdx.x, blockIdx.x + gridDim.x, ...): dout, inp and dinp of the R rows are loaded
 // before any arithmetic (3R 16-byte loads per thread in flight), each row's two sums are reduced over
 // the block (warp shuffles, then the warps' values in warp order from shared memory: one
@@ -267,10 +270,10 @@ __global__ void layernorm_backward_kernel(floatX* dinp, float* partials, const f
 #ifndef LAYERNORM_BWD_COLUMNS  // -D override: 0 takes the warp-per-row kernel for every width (A/B)
 #define LAYERNORM_BWD_COLUMNS 1
 #endif
-// Rows per group and the grid, from the lab's sweep (dev/cuda/layernorm.cu, H100, with dinp_colsum, ms):
-// R = 2 at the most resident blocks was the fastest at every width: N=65536 C=768 0.1525 (R=1 0.1553,
-// R=4 0.2266: 176 registers, 2 blocks per SM), N=8192 C=1600 0.0568 (R=1 0.0572, R=4 0.0867), against
-// the warp-per-row kernel's 0.1712 and 0.0731. Occupancy, not loads per thread, sets the bytes in flight.
+// Rows per group and the grid, from the lab's sweep (dev/cuda/layernorm.cu; the times are in
+// dev/cuda/PERF.md row 26): R = 2 at the most resident blocks was the fastest at every width, ahead of
+// R = 1, of R = 4 (176 registers: 2 blocks per SM) and of the warp-per-row kernel. Occupancy, not loads
+// per thread, sets the bytes in flight.
 #ifndef LAYERNORM_BWD_COL_ROWS  // rows per group (-D override for lab sweeps)
 #define LAYERNORM_BWD_COL_ROWS 2
 #endif
@@ -391,8 +394,8 @@ inline void layernorm_forward_launch(floatX* out, float* mean, float* rstd, cons
     cudaCheckLaunch();
 }
 
-// The row in registers up to C = 4096 (16 vectors per lane; measured on the H200 at d12, N=65536:
-// 0.0621 -> 0.056 ms against re-reading it), re-read beyond.
+// The row in registers up to C = 4096 (16 vectors per lane; faster than re-reading it: dev/cuda/PERF.md
+// row 19), re-read beyond.
 inline void layernorm_forward(floatX* out, float* mean, float* rstd, const floatX* inp, const floatX* weight,
                               const floatX* bias, int N, int C, cudaStream_t stream, int out_ld = 0) {
     out_ld = layernorm_out_ld(C, out_ld);

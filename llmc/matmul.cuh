@@ -14,12 +14,15 @@
  *
  * Bias gradients through a ones column: when inp is stored with row stride C + MATMUL_BIAS_PAD and
  * columns C.. hold (1, 0, ..., 0) (llmc/layernorm.cuh writes its outputs that way for the biased
- * matmuls qkv and fc), the weight-gradient GEMM runs over all C + MATMUL_BIAS_PAD columns into an fp32
+ * matmuls qkv and fc), the weight-gradient GEMM runs over all C + MATMUL_BIAS_PAD columns into a
  * scratch: its column C is dout^T @ 1 = dbias, computed with the rest of the GEMM instead of a separate
- * pass over dout; a small kernel then adds both into the bf16 gradients. Otherwise (unpadded inp) the
- * bias gradient is a deterministic column-sum kernel (llmc/column_reduce.cuh). Measured on the H200 at
- * d12 B=64 (-pt 1, one run): bias phase 2.71 -> 0.23 ms, the qkv/fc GEMMs +0.63 ms in all (row stride
- * 776 in the forward, 776 output rows in the weight gradient), step 106.97 -> 105.32 ms.
+ * pass over dout; a small kernel then moves both into the floatX gradients. On an optimizer step's
+ * first micro-step (accumulate_grads = false: the gradients are written, not read) the scratch is floatX,
+ * rounded once by the GEMM, and the kernel copies it into place; on the other micro-steps it is fp32 and
+ * the kernel adds it to the gradients, rounding once. Otherwise (unpadded inp) the bias gradient is a
+ * deterministic column-sum kernel (llmc/column_reduce.cuh). The ones column is there because the
+ * separate bias pass cost more than the MATMUL_BIAS_PAD extra columns add to the qkv and fc GEMMs
+ * (dev/cuda/PERF.md row 15).
  *
  * cuBLASLt is column-major: a row-major (R, K) matrix is a column-major (K, R) one, so each product
  * is written for the transposed problem. Descriptors and the chosen algorithm are cached per shape
@@ -29,13 +32,13 @@
  * shape's first call, each of cuBLASLt's ranked candidates runs once on the call's own data, and only
  * those whose output is bitwise equal to the first candidate's (the heuristic's choice) are timed; the
  * fastest of them is kept. The numbers are therefore those of the heuristic's choice whatever the timing
- * says, so runs stay reproducible across processes. (Measured on the H200 with
- * dev/cuda/matmul_algos: candidates that differ only in tile shape are bitwise equal, those with a
- * different split-K are not; the heuristic's first choice is up to 16% slower than the fastest, e.g.
- * the LM head forward.) The call's effect is the same as one plain call: an accumulated output is
- * restored before every trial run, and L2 is overwritten before every timed one (as in the step, the
- * operands are mostly not in L2; timed back to back, the LM head forward's candidates came within 3%
- * of each other although candidate 0 is ~12% slower in the step).
+ * says, so runs stay reproducible across processes. (dev/cuda/matmul_algos shows why this pays:
+ * candidates that differ only in tile shape are bitwise equal, those with a different split-K are not,
+ * and the heuristic's first choice is not always the fastest of the equal ones, e.g. for the LM head
+ * forward; the times are in dev/cuda/PERF.md row 11.) The call's effect is the same as one plain call:
+ * an accumulated output is restored before every trial run, and L2 is overwritten before every timed
+ * one (as in the step, the operands are mostly not in L2; timed back to back, with their operands in L2,
+ * the LM head forward's candidates looked alike although they differ in the step: PERF.md row 11).
  */
 #pragma once
 
@@ -51,7 +54,8 @@
 #include "llmc/phase_timer.h"
 
 // Row padding of a matmul input that carries the ones column (header comment): 8 elements keep every
-// row 16-byte aligned, as cuBLASLt wants; 1 column would make the GEMM 6x slower (measured on the H200).
+// row 16-byte aligned, as cuBLASLt wants; a pad of 1 column made the GEMM several times slower
+// (dev/cuda/PERF.md row 15).
 constexpr int MATMUL_BIAS_PAD = 8;
 
 // MatmulEpilogue, MatmulOp, MatmulDesc (the plan cache's key) and MatmulPlan live in

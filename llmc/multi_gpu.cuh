@@ -155,8 +155,10 @@ inline double wall_seconds_() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Test hook (dev/test/gpu/multi_gpu_stop_check.sh): a kernel that never ends, queued on `stream`, so that the
-// next wait on it (or a collective queued behind it) blocks like one whose peer died.
+#ifdef LLMC_TEST_HOOKS
+// Test hook, test builds only (make EXTRA_NVCC_FLAGS=-DLLMC_TEST_HOOKS; dev/test/gpu/multi_gpu_stop_check.sh):
+// a kernel that never ends, queued on `stream`, so that the next wait on it (or a collective queued
+// behind it) blocks like one whose peer died.
 __global__ void multi_gpu_hang_kernel_(const volatile int* never_set) {
     while (*never_set == 0) __nanosleep(1000000);
 }
@@ -167,6 +169,7 @@ inline void multi_gpu_test_hang(cudaStream_t stream) {
     multi_gpu_hang_kernel_<<<1, 1, 0, stream>>>(flag);
     cudaCheck(cudaGetLastError());
 }
+#endif
 
 // LLMC_NCCL_SINGLE=1: run NCCL even with one process (tests the NCCL path on a single GPU).
 inline bool multi_gpu_force_nccl_() {
@@ -467,10 +470,12 @@ inline void multi_gpu_abort(MultiGpuConfig* cfg) {
     multi_gpu_abort_comm_(MULTI_GPU_ABORT_WAIT_S);
 }
 
-// Test hook: the next host-side collective (queued on nccl_stream) never completes.
+#ifdef LLMC_TEST_HOOKS
+// Test hook (test builds only): the next host-side collective (queued on nccl_stream) never completes.
 inline void multi_gpu_test_hang_collectives(MultiGpuConfig* cfg, cudaStream_t compute) {
     multi_gpu_test_hang(cfg->use_nccl ? cfg->nccl_stream : compute);
 }
+#endif
 
 // Returns once every rank has called it and this device is idle.
 inline void multi_gpu_barrier(const MultiGpuConfig* cfg) {
@@ -634,7 +639,9 @@ inline MultiGpuConfig multi_gpu_config_init(int num_processes, int process_rank,
 
 inline void multi_gpu_config_free(MultiGpuConfig*) {}
 inline void multi_gpu_abort(MultiGpuConfig*) {}
+#ifdef LLMC_TEST_HOOKS
 inline void multi_gpu_test_hang_collectives(MultiGpuConfig*, cudaStream_t compute) { multi_gpu_test_hang(compute); }
+#endif
 inline void multi_gpu_barrier(const MultiGpuConfig*) { cudaCheck(cudaDeviceSynchronize()); }
 inline void multi_gpu_cpu_float_sums(float*, int, MultiGpuConfig*) {}
 inline float multi_gpu_cpu_float_sum(float value, MultiGpuConfig*) { return value; }

@@ -94,7 +94,7 @@
 #include <vector>
 
 constexpr size_t NCCL_ID_BYTES = 128;        // sizeof(ncclUniqueId); multi_gpu.cuh static_asserts it
-constexpr int NCCL_ID_DEFAULT_PORT = 12345;  // default TCP port (llm.c's fixed port)
+constexpr int NCCL_ID_DEFAULT_PORT = 12345;  // -pi tcp port when -pp is not given (llm.c's fixed port)
 
 constexpr double PEER_WATCH_ABORT_GRACE_S = 10.0;  // longest wait for on_abort before _exit(1)
 constexpr const char* PEER_FAILURE_PREFIX = "peer failure: ";  // a line about another rank's failure

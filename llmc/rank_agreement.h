@@ -220,7 +220,6 @@ struct StepDecision {
     float loss;
     int stop_requests;
     int last_votes;
-    bool stop;           // every rank checkpoints and leaves after this step
     bool last_disagree;  // some ranks think the next step is the last, others do not
 };
 
@@ -235,7 +234,6 @@ inline StepDecision step_vote_decide(const float sum[STEP_VOTE_SLOTS], int num_p
     d.loss = sum[0] / (float)num_processes;
     d.stop_requests = (int)std::lround(sum[1]);
     d.last_votes = (int)std::lround(sum[2]);
-    d.stop = d.stop_requests > 0;
     d.last_disagree = d.last_votes != 0 && d.last_votes != num_processes;
     return d;
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "llmc/file_header.h"
+#include "llmc/gpt2_vocab.h"
 #include "llmc/utils.h"
 
 struct Tokenizer {
@@ -40,7 +41,7 @@ inline bool tokenizer_init(Tokenizer* t, const char* path) {
     long size = 0;
     file_header_check(fp, path, TOKENIZER_MAGIC, header, &size);
     const uint32_t vocab_size = (uint32_t)header[2];
-    const uint32_t eot_token = header[1] == 2 ? (uint32_t)header[3] : 50256;   // version 1 predates the eot slot
+    const uint32_t eot_token = header[1] == 2 ? (uint32_t)header[3] : GPT2_EOT;  // version 1 predates the eot slot
     if (vocab_size == 0 || vocab_size > (1u << 24) || eot_token >= vocab_size) {
         fatal("'%s' has a bad header: vocab size %u, end-of-text id %u", path, vocab_size, eot_token);
     }
@@ -63,6 +64,10 @@ inline bool tokenizer_init(Tokenizer* t, const char* path) {
     t->tokens = std::move(tokens);
     return true;
 }
+
+// The id samples start after, as llm.c's generation: the tokenizer's end-of-text (from its header;
+// GPT2_EOT in version 1 files), or GPT2_EOT when no tokenizer was loaded (t == nullptr).
+inline int tokenizer_sample_start(const Tokenizer* t) { return t != nullptr ? (int)t->eot_token : GPT2_EOT; }
 
 // Bytes of token id, NUL-terminated; nullptr for an id outside the vocabulary.
 inline const char* tokenizer_decode(const Tokenizer* t, uint32_t id) {

@@ -49,14 +49,15 @@ struct TrainStep {
     OutlierDetector* norm_outlier = nullptr;  // required
     const volatile sig_atomic_t* stop_flag = nullptr;  // SIGINT / SIGTERM seen (nullptr: never)
     Watchdog* watchdog = nullptr;
-    int hang_at_step = 0;             // test hook: the vote of update `hang_at_step` blocks (0: off)
+#ifdef LLMC_TEST_HOOKS
+    int hang_at_step = 0;             // test hook (test builds only): the vote of update `hang_at_step` blocks (0: off)
+#endif
 };
 
 struct TrainStepResult {
     float loss;          // mean over ranks
     float norm;          // global gradient norm, before clipping
     float loss_z, norm_z;  // the step line's z-scores (NaN while the windows fill)
-    bool skipped;        // no update (z-score above -sl / -sg)
     int stop_requests;   // ranks that have seen SIGINT / SIGTERM; > 0: every rank stops after this step
 };
 
@@ -90,7 +91,9 @@ TrainStepResult train_step(GPT2* model, const TrainStep& ts, int step, float lr,
     float vote[STEP_VOTE_SLOTS];
     const bool stop_seen = ts.stop_flag != nullptr && *ts.stop_flag != 0;
     step_vote_pack({local_loss, stop_seen, next_is_last}, vote);
+#ifdef LLMC_TEST_HOOKS
     if (step + 1 == ts.hang_at_step) multi_gpu_test_hang_collectives(mp, model->stream);
+#endif
     train_step_wait_(ts, step + 1, "the loss / stop vote (ncclAllReduce)");
     multi_gpu_cpu_float_sums(vote, STEP_VOTE_SLOTS, mp);
     const StepDecision decision = step_vote_decide(vote, mp->num_processes);
@@ -112,8 +115,7 @@ TrainStepResult train_step(GPT2* model, const TrainStep& ts, int step, float lr,
                                            ts.skip_norm_z, rank_comm_of(mp));
     r.loss_z = skip.loss_z;
     r.norm_z = skip.norm_z;
-    r.skipped = skip.skip;
-    if (r.skipped) {
+    if (skip.skip) {
         if (mp->process_rank == 0) {  // llm.c's line: the loss's reason first
             if (skip.skip_loss) printf("skipping update due to loss z-score of %f\n", r.loss_z);
             else printf("skipping update due to grad z-score of %f\n", r.norm_z);

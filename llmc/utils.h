@@ -6,8 +6,11 @@
  *    through a symbolic link.
  *  - FilePtr: a FILE closed when its scope ends, also when fatal() throws (fuzz and test builds).
  *  - write-to-temp-then-rename for files that must never be seen half written (AtomicFile).
- * Errors in our own code (broken invariants) use assert-like checks; errors a user can cause go
- * through fatal() so they never crash or hang.
+ * Both kinds of error stop through fatal(): what a user can cause (a file, a flag, data) with a line
+ * that says what to fix, so it never crashes or hangs; a broken invariant of our own code (a launcher's
+ * shape rule, an "internal: ..." line) with a line naming the check. Failed CUDA / library calls stop
+ * through the check macros of llmc/cuda_common.h. (llmc/rand.h alone keeps two assert()s, on
+ * conditions that only its own code can break.)
  */
 #pragma once
 

@@ -14,6 +14,7 @@
  * plus odd ones; the timing runs one update over all 124,475,904 d12 parameters. Exit status 1 on failure.
  */
 #include "llmc/adamw.cuh"
+#include "llmc/gpt2_vocab.h"
 #include "common.h"
 
 static float bits_float(uint32_t b) {
@@ -217,7 +218,7 @@ int main() {
         const char* what;
     };
     const Size sizes[] = {
-        {(size_t)50304 * 768, "(d12 wte)"},
+        {(size_t)GPT2_PADDED_VOCAB_SIZE * 768, "(d12 wte)"},
         {(size_t)12 * 4 * 768 * 768, "(d12 fcw, 12 layers)"},
         {(size_t)12 * 768, "(d12 ln1w)"},
         {1000003, "(odd)"},

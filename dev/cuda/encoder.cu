@@ -10,6 +10,7 @@
  * seed bitwise equal. Times both. Exit status 1 if any check fails.
  */
 #include "llmc/encoder.cuh"
+#include "llmc/gpt2_vocab.h"
 #include "common.h"
 
 struct Shape {
@@ -18,7 +19,7 @@ struct Shape {
 
 static void run_shape(const Shape& s) {
     const int B = s.B, T = s.T, C = s.C, Vp = s.Vp, BT = B * T;
-    const int V = std::min(Vp, 50257);
+    const int V = std::min(Vp, GPT2_VOCAB_SIZE);
     const int maxT = T + 3;  // rows t >= T of wpe/dwpe exist but must not be touched
     const std::string shape = strfmt("B=%d T=%d C=%d Vp=%d", B, T, C, Vp);
     printf("-- %s\n", shape.c_str());
@@ -143,9 +144,9 @@ static void run_shape(const Shape& s) {
 int main() {
     lab_init("encoder");
     const Shape shapes[] = {
-        {8, 1024, 768, 50304},   // GPT-2 d12
-        {64, 1024, 768, 50304},  // d12 at the trainer's B=64: hot tokens have ~2000 positions (32 segments)
-        {4, 256, 1600, 50304},  // d48 width
+        {8, 1024, 768, GPT2_PADDED_VOCAB_SIZE},   // GPT-2 d12
+        {64, 1024, 768, GPT2_PADDED_VOCAB_SIZE},  // d12 at the trainer's B=64: hot tokens have ~2000 positions (32 segments)
+        {4, 256, 1600, GPT2_PADDED_VOCAB_SIZE},  // d48 width
         {3, 37, 40, 101},       // odd and small
     };
     for (const Shape& s : shapes) run_shape(s);

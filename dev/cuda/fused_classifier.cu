@@ -10,6 +10,7 @@
  * nonzero padding. Two runs from the same input must be bitwise equal. Exit status 1 if any check fails.
  */
 #include "llmc/fused_classifier.cuh"
+#include "llmc/gpt2_vocab.h"
 #include "common.h"
 
 struct Shape {
@@ -130,8 +131,8 @@ static void run_shape(const Shape& s) {
 int main() {
     lab_init("fused_classifier");
     const Shape shapes[] = {
-        {8 * 1024, 50257, 50304},  // GPT-2 d12, B*T = 8*1024
-        {64 * 1024, 50257, 50304}, // d12 at the trainer's B=64, T=1024
+        {8 * 1024, GPT2_VOCAB_SIZE, GPT2_PADDED_VOCAB_SIZE},  // GPT-2 d12, B*T = 8*1024
+        {64 * 1024, GPT2_VOCAB_SIZE, GPT2_PADDED_VOCAB_SIZE}, // d12 at the trainer's B=64, T=1024
         {300, 60001, 60008},       // wider than the shared-memory cache (56,320 columns): the re-read path
         {37, 101, 104},            // odd
         {64, 1024, 1024},          // no padding

@@ -5,6 +5,7 @@
  * tail (n not a multiple of 8, fewer elements than one vector, fewer than the grid). Exit status 1 on failure.
  */
 #include "llmc/global_norm.cuh"
+#include "llmc/gpt2_vocab.h"
 #include "common.h"
 
 static void run_size(size_t n, const char* what) {
@@ -41,7 +42,7 @@ static void run_size(size_t n, const char* what) {
 int main() {
     lab_init("global_norm");
     run_size(124475904, " (d12 all grads)");
-    run_size((size_t)50304 * 768, " (d12 wte)");
+    run_size((size_t)GPT2_PADDED_VOCAB_SIZE * 768, " (d12 wte)");
     run_size(1000003, " (odd)");
     run_size(37, " (odd)");
     run_size(5, " (< one vector)");

@@ -15,6 +15,7 @@
  * TFLOP/s (forward 2*N*C*OC flops, backward 4*N*C*OC). Exit status 1 if any check fails.
  */
 #include "llmc/matmul.cuh"
+#include "llmc/gpt2_vocab.h"
 #include "common.h"
 
 struct Case {
@@ -249,7 +250,7 @@ static void run_case(const Case& cs) {
 
 int main() {
     lab_init("matmul");
-    const int BT = 8 * 1024, C = 768, Vp = 50304;  // GPT-2 d12, B*T = 8*1024
+    const int BT = 8 * 1024, C = 768, Vp = GPT2_PADDED_VOCAB_SIZE;  // GPT-2 d12, B*T = 8*1024
     const int BT64 = 64 * 1024;                     // the trainer's B=64, T=1024
     const Case cases[] = {
         {"qkv", BT, C, 3 * C, true, false, false},

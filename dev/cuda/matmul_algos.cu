@@ -16,6 +16,7 @@
  */
 #include <set>
 #include "llmc/matmul.cuh"
+#include "llmc/gpt2_vocab.h"
 #include "common.h"
 
 struct Gemm {
@@ -253,7 +254,7 @@ int main() {
     lab().reps = (int)env_or("LAB_REPS", 10);
     const int N = (int)env_or("MATMUL_ALGOS_N", 65536);
     const int max_candidates = (int)env_or("MATMUL_ALGOS_MAX", 32);
-    const int C = 768, L = 12, Vp = 50304;
+    const int C = 768, L = 12, Vp = GPT2_PADDED_VOCAB_SIZE;
     using E = MatmulEpilogue;
     using Op = MatmulOp;
     // the calls of gpt2_forward / gpt2_backward (llmc/gpt2.cuh) through matmul_forward / matmul_backward,

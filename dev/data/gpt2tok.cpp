@@ -86,7 +86,7 @@ static int cmd_decode(const char* vocab, const char* path) {
         if (i == start || (i < text.size() && !isspace((unsigned char)text[i])) || v >= GPT2_VOCAB_SIZE) {
             size_t end = text.find_first_of(" \t\r\n", start);
             std::string word = text.substr(start, std::min<size_t>(end, start + 32) - start);
-            fatal("'%s': '%s' is not a token id in [0, %u)", name, word.c_str(), GPT2_VOCAB_SIZE);
+            fatal("'%s': '%s' is not a token id in [0, %d)", name, word.c_str(), GPT2_VOCAB_SIZE);
         }
         ids.push_back((uint32_t)v);
     }

@@ -2,7 +2,7 @@
  * Dataset preparation with the GPT-2 tokenizer (used by dev/data/prepare_dataset.cpp and its tests).
  *
  * Token shards (docs/formats.md "Token shards", 20240520 v1): 256 x int32 header {magic, 1, n}, then n uint16 ids;
- * file size exactly 1024 + 2n. Every document is preceded by <|endoftext|> (50256); documents run on
+ * file size exactly 1024 + 2n. Every document is preceded by <|endoftext|> (GPT2_EOT); documents run on
  * across shard boundaries. Shard 0 is the val split (<name>_val_000000.bin), shards 1, 2, ... are train
  * (<name>_train_000001.bin, ...); with ShardSpec::unnumbered, one <name>_val.bin and one <name>_train.bin
  * (llm.c's Tiny Shakespeare layout).
@@ -129,7 +129,7 @@ inline void shard_writer_add(ShardWriter* w, const uint32_t* ids, size_t n) {
     w->total += n;
     while (n > 0) {
         size_t take = (size_t)std::min<uint64_t>(n, w->capacity - w->buf.size());
-        for (size_t i = 0; i < take; i++) w->buf.push_back((uint16_t)ids[i]);   // ids < 50257
+        for (size_t i = 0; i < take; i++) w->buf.push_back((uint16_t)ids[i]);   // ids < GPT2_VOCAB_SIZE
         ids += take;
         n -= take;
         if (w->buf.size() == w->capacity) shard_writer_flush(w);

@@ -1,6 +1,6 @@
-// libFuzzer harness: debug state reader (llmc/model_file.h) for a tiny model configuration.
+// libFuzzer harness: debug state reader (dev/test/debug_state.h) for a tiny model configuration.
 #include "dev/fuzz/fuzz_common.h"
-#include "llmc/model_file.h"
+#include "dev/test/debug_state.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const FuzzNoFileLeftOpen no_file_left_open;

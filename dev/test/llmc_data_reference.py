@@ -41,7 +41,7 @@ def gpt2_encoding():
                              special_tokens={"<|endoftext|>": 50256}, explicit_n_vocab=50257)
 
 
-EOT = 50256
+EOT = 50256  # GPT2_EOT in llmc/gpt2_vocab.h
 
 
 def write_shard(path, tokens):

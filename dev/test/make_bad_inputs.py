@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes small good and bad trainer inputs into DIR for run_all.sh's "trainer without a GPU" checks
-(issue 21): every bad one must be refused with a message naming it before any CUDA call. Standard
+"""Writes small good and bad trainer inputs into DIR for run_all.sh's "trainer without a GPU" checks:
+every bad one must be refused with a message naming it before any CUDA call. Standard
 library only. Layouts: docs/formats.md (token shard 20240520, model 20240326, run state 20240527, eval
 20240522, tokenizer 20240328)."""
 import os
@@ -119,6 +119,14 @@ def main(d):
     # samples start, and the eval file's ids are outside its vocabulary
     d1_model(f"{d}/model_v1000.bin", V=1000, Vp=1024)
     shard(f"{d}/small_vocab_000000.bin", [(i * 7) % 1000 for i in range(4096)])
+    # and a working directory whose tokenizer (version 2) has those 1000 ids, end-of-text 999: samples
+    # start there (the tokenizer's end-of-text, as llm.c's), inside the model's vocabulary
+    os.makedirs(f"{d}/cwd_tok1000", exist_ok=True)
+    with open(f"{d}/cwd_tok1000/gpt2_tokenizer.bin", "wb") as f:
+        f.write(header(20240328, 2, 1000, 999))
+        for i in range(1000):
+            name = b"<%d>" % i
+            f.write(bytes([len(name)]) + name)
     # eval files (the trainer reads dev/data/hellaswag/hellaswag_val.bin of its working directory): one
     # fine, one cut by an odd number of bytes, one whose header counts an example it lacks, one whose
     # header says its longest example is -1 bytes

@@ -94,7 +94,7 @@ expect_fail trainer-steps-below-minus-one "flag -x must be in \\[-1, 2147483647\
 expect_fail trainer-gpt3-c5140-refused "head size 128, which does not divide it" ./train_gpt2cu -e gpt3:c5140
 expect_fail trainer-bad-descriptor "unknown model descriptor; valid: d6, d12, d24, d36, d48" ./train_gpt2cu -e d13
 expect_fail trainer-head-size "head size C/NH = 96/3 is not 64" ./train_gpt2cu -e custom:L2,C96,NH3
-# every input and flag is checked before the first CUDA call (issue 21): each bad one gets its own
+# every input and flag is checked before the first CUDA call: each bad one gets its own
 # message here, on a machine without a GPU, instead of a CUDA error
 bad=$(cd "$LOG_DIR" && pwd)/bad-inputs
 rm -rf "$bad" && python3 dev/test/make_bad_inputs.py "$bad"
@@ -141,7 +141,7 @@ expect_fail trainer-pn-too-large "flag -pn must be in \\[1, 65536\\], got 70000"
 expect_fail trainer-zero1-divisible-reaches-gpu "no CUDA GPU found" "${tr_ok[@]}" -z 1 -pi tcp -pn 4 -pr 1 -ps 127.0.0.1 -d 1024
 expect_fail trainer-overfit-shuffle "-a 1 .* cannot shuffle" "${tr_ok[@]}" -a 1 -sh 1
 expect_fail trainer-overfit-unshuffled "no CUDA GPU found" "${tr_ok[@]}" -a 1  # -a 1 turns the default shuffle off
-# issue 23: a run state as llm.c writes it (dev/test/llmc_state.py) resumes, shuffled (the default: the
+# a run state as llm.c writes it (dev/test/llmc_state.py) resumes, shuffled (the default: the
 # trainer gets to its first CUDA call) or not (with -sh 0); a shuffle setting or window count (the -i
 # shard has 15 windows of 4*64 tokens) other than the run's is refused, naming the difference
 llmc_ckpt() {  # DIR llmc_state.py-write-flags...: $bad/resume's model and DONE, llm.c's state file of step 10
@@ -257,6 +257,9 @@ sv=(-e "$bad/model_v1000.bin" -i "$bad/small_vocab_*.bin" -j "" -b 4 -t 64)
 expect_fail trainer-sample-start-outside-vocab "samples start after GPT-2's end-of-text token 50256, outside the model's vocabulary of 1000 ids" \
     ./train_gpt2cu "${sv[@]}"
 expect_fail trainer-small-vocab-reaches-gpu "no CUDA GPU found" ./train_gpt2cu "${sv[@]}" -s 0
+# with a tokenizer of those 1000 ids in the working directory, samples start after its end-of-text (999)
+expect_fail trainer-sample-start-from-tokenizer "no CUDA GPU found" \
+    bash -c 'cd "$1/cwd_tok1000" && "$2" -e "$1/model_v1000.bin" -i "$1/small_vocab_*.bin" -j "" -b 4 -t 64' _ "$bad" "$REPO/train_gpt2cu"
 expect_fail trainer-eval-ids-outside-vocab "-h 1: eval file 'dev/data/hellaswag/hellaswag_val.bin' holds GPT-2 token ids up to 50256" \
     bash -c 'cd "$1/cwd_eval_ok" && "$2" -e "$1/model_v1000.bin" -i "$1/small_vocab_*.bin" -j "" -b 4 -t 64 -s 0 -h 1' _ "$bad" "$REPO/train_gpt2cu"
 # eval files: cut by an odd number of bytes, one example short of its header, a negative longest example

@@ -44,13 +44,6 @@ void make_ckpt(const std::string& dir, int step, bool done, int ranks = 1) {
     if (done) ckpt_write_done(dir, step);
 }
 
-// Replaces a file by a non-empty directory, which unlink() cannot remove.
-void make_undeletable(const std::string& path) {
-    unlink(path.c_str());
-    mkdir(path.c_str(), 0755);
-    touch(path + "/x");
-}
-
 using Blocks = std::vector<StateBlock>;
 const Blocks kMV = {StateBlock::adamw_m, StateBlock::adamw_v};
 const Blocks kMVMaster = {StateBlock::adamw_m, StateBlock::adamw_v, StateBlock::master};
@@ -504,60 +497,7 @@ TEST(Checkpoint, FindLatestIgnoresStepsWithoutDone) {
     EXPECT_EQ(ckpt_find_latest(dir.path), 123456789);
 }
 
-TEST(Checkpoint, PruneKeepsLastNAndMultiplesDeletesDoneFirst) {
-    TempDir dir("test_checkpoint");
-    for (int step = 100; step <= 800; step += 100) make_ckpt(dir.path, step, true, 2);
-    make_ckpt(dir.path, 250, false, 2);                     // crashed half-written checkpoint
-    touch(ckpt_model_path(dir.path, 350) + ".tmp");         // leftover temp file
-    make_ckpt(dir.path, 900, false, 2);                     // beyond current_step: left alone
-    touch(dir.path + "/main.log");
-
-    ckpt_prune(dir.path, 0, 0, 800);  // -nk 0: off
-    EXPECT_TRUE(exists(ckpt_model_path(dir.path, 100)));
-
-    ckpt_prune(dir.path, 3, 400, 800);
-    std::set<std::string> expect = {"main.log"};
-    for (int step : {400, 600, 700, 800}) {  // last 3 + multiples of 400
-        expect.insert(ckpt_model_path("", step).substr(1));
-        expect.insert(ckpt_done_path("", step).substr(1));
-        for (int r = 0; r < 2; r++) expect.insert(ckpt_state_path("", step, r).substr(1));
-    }
-    expect.insert(ckpt_model_path("", 900).substr(1));
-    for (int r = 0; r < 2; r++) expect.insert(ckpt_state_path("", 900, r).substr(1));
-    EXPECT_EQ(list_dir(dir.path), expect);
-    EXPECT_EQ(ckpt_find_latest(dir.path), 800);
-
-    // a later step: 600 drops out of the last 3, 400 stays forever
-    make_ckpt(dir.path, 1000, true, 2);
-    ckpt_prune(dir.path, 3, 400, 1000);
-    EXPECT_FALSE(exists(ckpt_model_path(dir.path, 600)));
-    EXPECT_TRUE(exists(ckpt_done_path(dir.path, 400)));
-    EXPECT_TRUE(exists(ckpt_done_path(dir.path, 700)));
-    EXPECT_FALSE(exists(ckpt_model_path(dir.path, 900)));  // incomplete and now older than current
-}
-
-TEST(Checkpoint, PruneKeepsTheWholeCheckpointIfDoneCannotBeDeleted) {
-    TempDir dir("test_checkpoint");
-    for (int step : {100, 200}) make_ckpt(dir.path, step, true);
-    make_undeletable(ckpt_done_path(dir.path, 100));  // step 100's DONE cannot be deleted
-    ckpt_prune(dir.path, 1, 0, 200);
-    EXPECT_TRUE(exists(ckpt_model_path(dir.path, 100)));
-    EXPECT_TRUE(exists(ckpt_state_path(dir.path, 100, 0)));
-}
-
-TEST(Checkpoint, PruneNeverLeavesAResumableHalfDeletedCheckpoint) {
-    // If deletion stops part way (e.g. the state files cannot be removed), DONE is already gone, so
-    // find_latest never returns that step.
-    TempDir dir("test_checkpoint");
-    for (int step : {100, 200}) make_ckpt(dir.path, step, true);
-    make_undeletable(ckpt_state_path(dir.path, 100, 0));  // step 100's state file cannot be deleted
-    ckpt_prune(dir.path, 1, 0, 200);
-    EXPECT_FALSE(exists(ckpt_done_path(dir.path, 100)));
-    EXPECT_TRUE(exists(ckpt_state_path(dir.path, 100, 0)));
-    EXPECT_EQ(ckpt_find_latest(dir.path), 200);
-}
-
-// Issue 21 point 7: resume deletes what an interrupted checkpoint left, each rank its own files.
+// Resume deletes what an interrupted checkpoint left, each rank its own files.
 TEST(Checkpoint, RemoveLeftoversDeletesOnlyTmpFilesOfCheckpoints) {
     TempDir dir("test_checkpoint");
     const std::string d = dir.path;
@@ -640,7 +580,7 @@ TEST(Checkpoint, WritersNeverWriteThroughALink) {
     EXPECT_EQ(read_file(victim), "victim\n");
 }
 
-// Issue 21 point 1: an output folder that exists but takes no files is found at start-up.
+// An output folder that exists but takes no files is found at start-up.
 TEST(Checkpoint, CheckWritableRefusesAFolderThatTakesNoFiles) {
     TempDir dir("test_checkpoint");
     ckpt_check_writable(dir.path);  // fine, and leaves nothing behind

@@ -263,7 +263,7 @@ struct LlmcReference {
 
 }  // namespace
 
-// Point 1 of issue 23: the same shards give the same batches in the same order as llm.c at any process
+// The same shards give the same batches in the same order as llm.c at any process
 // count and rank, over several epochs (the cumulative shard permutation), with shards of one window.
 TEST(DataLoader, MatchesLlmcShuffleAtAnyProcessCountAndRank) {
     std::string dir = make_temp_dir();
@@ -606,7 +606,7 @@ TEST(DataLoaderErrors, StartUpChecksTheFirstShardOnlyAndLaterOnesInTheBackground
         {
             DataLoader dl;
             dataloader_init(&dl, pattern.c_str(), "-i", 2, 4, 0, 1, false);
-            dataloader_set_vocab(&dl, "-i", 50257);
+            dataloader_set_vocab(&dl, "-i", GPT2_VOCAB_SIZE);
             dataloader_check_upcoming(&dl);  // shard 0: good
             if (!dl.shard_checked[0] || dl.shard_checked[1]) exit(2);
             if (dl.scan_shard != 1) exit(3);  // shard 1 is being checked in the background
@@ -718,7 +718,7 @@ TEST(DataLoader, PredictedNextShardIsTheOneRead) {
     }
 }
 
-// Issue 21 point 6: num_processes*B*T overflowing size_t used to divide by zero.
+// A num_processes*B*T that overflows size_t used to divide by zero.
 TEST(DataLoaderErrors, HugeBatchGeometryIsRefusedNotDividedByZero) {
     const std::string p = make_dataset();
     DataLoader dl;
@@ -726,7 +726,7 @@ TEST(DataLoaderErrors, HugeBatchGeometryIsRefusedNotDividedByZero) {
                 ::testing::ExitedWithCode(1), "num_processes\\*B\\*T = 1\\*4294967296\\*4294967296 is too large");
 }
 
-// Issue 21 point 8: with -a 1 each step restarts the data, as llm.c: micro-step k of every step reads
+// With -a 1 each step restarts the data, as llm.c: micro-step k of every step reads
 // window k (not window 0 for every micro-step, and not windows accum.. of later steps).
 TEST(DataLoader, OverfitSingleBatchReadsWindowsZeroToAccumEveryStep) {
     const std::string pattern = make_dataset();

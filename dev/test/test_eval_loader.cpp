@@ -104,8 +104,8 @@ TEST(EvalLoader, BatchLayoutMaskAndInterleaving) {
                         full.insert(full.end(), ex[i].comp[c].begin(), ex[i].comp[c].end());
                         size_t row = e * 4 + c, ctx = ex[i].ctx.size();
                         for (size_t t = 0; t < T; t++) {
-                            int in = t < full.size() ? full[t] : EVAL_PAD_TOKEN;
-                            int tg = t + 1 < full.size() ? full[t + 1] : EVAL_PAD_TOKEN;
+                            int in = t < full.size() ? full[t] : GPT2_EOT;
+                            int tg = t + 1 < full.size() ? full[t + 1] : GPT2_EOT;
                             int m = (t + 1 >= ctx && t + 1 < full.size()) ? 1 : 0;
                             ASSERT_EQ(el.inputs[row * T + t], in) << "P=" << P << " ex " << i << " c " << c << " t " << t;
                             ASSERT_EQ(el.targets[row * T + t], tg);
@@ -149,8 +149,8 @@ TEST(EvalLoader, BatchNotAMultipleOfFour) {
                     }
                     for (size_t t = 4 * E * T; t < B * T; t++) {  // the rows after the last example
                         ASSERT_EQ(el.mask[t], 0) << "B=" << B;
-                        ASSERT_EQ(el.inputs[t], EVAL_PAD_TOKEN);
-                        ASSERT_EQ(el.targets[t], EVAL_PAD_TOKEN);
+                        ASSERT_EQ(el.inputs[t], GPT2_EOT);
+                        ASSERT_EQ(el.targets[t], GPT2_EOT);
                     }
                     // a huge loss on the padding rows changes nothing
                     std::vector<float> losses(B * T, 1.0f);
@@ -217,9 +217,9 @@ TEST(EvalLoaderErrors, TokenIdsBeyondTheModelsVocabulary) {
     write_eval_file(p, body, 4, longest);
     EvalLoader el;
     eval_loader_init(&el, p.c_str(), 8, 16, 0, 1);
-    eval_check_vocab(&el, 50257);  // GPT-2's: fine
-    eval_check_vocab(&el, 50304);
-    EXPECT_EXIT(eval_check_vocab(&el, 50256), ::testing::ExitedWithCode(1),
+    eval_check_vocab(&el, GPT2_VOCAB_SIZE);  // GPT-2's: fine
+    eval_check_vocab(&el, GPT2_PADDED_VOCAB_SIZE);
+    EXPECT_EXIT(eval_check_vocab(&el, GPT2_VOCAB_SIZE - 1), ::testing::ExitedWithCode(1),
                 "-h 1: eval file '.*ok.bin' holds GPT-2 token ids up to 50256 \\(its rows are padded with 50256\\), "
                 "but the model's vocabulary has 50256 ids");
     EXPECT_EXIT(eval_check_vocab(&el, 3000), ::testing::ExitedWithCode(1), "model's vocabulary has 3000 ids");

@@ -19,6 +19,7 @@
 #include "llmc/run_state.h"
 #include "llmc/tokenizer.h"
 #include "llmc/utils.h"
+#include "debug_state.h"
 #include "test_util.h"
 
 namespace {

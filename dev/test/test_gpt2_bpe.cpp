@@ -302,7 +302,21 @@ TEST(TokenizerBin, MissingFileWarnsAndBadFilesFail) {
     EXPECT_EXIT(tokenizer_init(&tok, p4.c_str()), testing::ExitedWithCode(1), "long.bin' has bytes after");
 }
 
-// Issue 21 point 5: the vocabulary download runs curl with an argument vector. A folder named like a
+// Samples start after the tokenizer's own end-of-text (as llm.c's), GPT-2's when there is no tokenizer.
+TEST(TokenizerBin, SamplesStartAfterTheTokenizersEndOfText) {
+    TempDir tmp("test_gpt2_bpe");
+    std::string raw(1024, '\0');
+    const int32_t h[4] = {20240328, 2, 4, 3};  // version 2: 4 ids, end-of-text 3
+    memcpy(&raw[0], h, sizeof(h));
+    for (const char* t : {"a", "b", "c", "<eot>"}) raw += std::string(1, (char)strlen(t)) + t;
+    Tokenizer tok;
+    ASSERT_TRUE(tokenizer_init(&tok, tmp.write("tok4.bin", raw).c_str()));
+    EXPECT_EQ(tokenizer_sample_start(&tok), 3);
+    EXPECT_EQ(tokenizer_sample_start(nullptr), GPT2_EOT);
+    EXPECT_EQ(GPT2_EOT, 50256);
+}
+
+// The vocabulary download runs curl with an argument vector. A folder named like a
 // shell command substitution is created as named and passed to curl as one argument; nothing in it runs.
 // A stand-in curl (first in PATH) records its arguments and writes to its standard output.
 TEST(Gpt2Bpe, DownloadRunsNoShell) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "debug_state.h"
 #include "llmc/model_file.h"
 #include "test_util.h"
 

@@ -1,14 +1,16 @@
 // Tests for llmc/outlier_detector.h: the z-scores of -sl / -sg and of the step line are llm.c's, bit for
-// bit (dev/test/outlier_llmc_data.h holds what llm.c's own detector returned for two long series), its
+// bit (dev/test/data/outlier_llmc.txt holds what llm.c's own detector returned for two long series), its
 // skip rule, and that the detectors resume exactly through a run state file (llmc/run_state.h),
 // including files of earlier builds that did not save the running sums.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
+#include <string>
 #include <vector>
 
-#include "dev/test/outlier_llmc_data.h"
 #include "dev/test/test_util.h"
 #include "llmc/outlier_detector.h"
 #include "llmc/run_state.h"
@@ -20,12 +22,41 @@ bool same_bits_or_both_nan(double a, double b) {
     return memcmp(&a, &b, sizeof(double)) == 0;
 }
 
-template <size_t N>
-void expect_llmc_series(const LlmcOutlierPoint (&series)[N], const char* name) {
+struct LlmcOutlierPoint {
+    double x, z;
+};
+
+// Series `which` of dev/test/data/outlier_llmc.txt (lines "series x z", hexadecimal floats or nan;
+// '#' lines are comments); empty when the file is missing.
+std::vector<LlmcOutlierPoint> llmc_series(int which) {
+    std::istringstream in(read_file(repo_root() + "/dev/test/data/outlier_llmc.txt"));
+    std::vector<LlmcOutlierPoint> out;
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream fields(line);
+        int series = -1;
+        std::string x, z;
+        fields >> series >> x >> z;
+        if (series == which) out.push_back({strtod(x.c_str(), nullptr), strtod(z.c_str(), nullptr)});
+    }
+    return out;
+}
+
+// The two series, read once (.at() below: a missing file fails the tests, it cannot crash them).
+const std::vector<LlmcOutlierPoint> kLlmcOutlierSeries0 = llmc_series(0);
+const std::vector<LlmcOutlierPoint> kLlmcOutlierSeries1 = llmc_series(1);
+
+// llm.c's z-score of 3.7 after 64 x 2.9 and 64 x 3.1 (mean 3, std 0.1): a 7-sigma value against the
+// window before it (the same C program as the file's series).
+constexpr double kLlmcSevenSigmaZ = 0x1.7b2ef7c5cbc71p+2;
+
+void expect_llmc_series(const std::vector<LlmcOutlierPoint>& series, size_t expect_size, const char* name) {
+    ASSERT_EQ(series.size(), expect_size) << name << ": dev/test/data/outlier_llmc.txt is missing or cut";
     OutlierDetector d;
     outlier_detector_init(&d);
     int finite = 0;
-    for (size_t i = 0; i < N; i++) {
+    for (size_t i = 0; i < series.size(); i++) {
         const double z = outlier_detector_update(&d, series[i].x);
         ASSERT_TRUE(same_bits_or_both_nan(z, series[i].z))
             << name << " value " << i << ": x " << series[i].x << " z " << z << ", llm.c's " << series[i].z;
@@ -44,8 +75,8 @@ std::string printed(double z) {
 }  // namespace
 
 TEST(OutlierDetector, MatchesLlmcBitForBit) {
-    expect_llmc_series(kLlmcOutlierSeries0, "loss-like series");
-    expect_llmc_series(kLlmcOutlierSeries1, "grad-norm-like series");
+    expect_llmc_series(kLlmcOutlierSeries0, 600, "loss-like series");
+    expect_llmc_series(kLlmcOutlierSeries1, 700, "grad-norm-like series");
 }
 
 // The new value is in the window its z-score is taken against (llm.c): a value 7 standard deviations
@@ -92,8 +123,8 @@ RunState detectors_after(size_t n) {
     outlier_detector_init(&rs.loss_outlier);
     outlier_detector_init(&rs.grad_norm_outlier);
     for (size_t i = 0; i < n; i++) {
-        outlier_detector_update(&rs.loss_outlier, kLlmcOutlierSeries0[i].x);
-        outlier_detector_update(&rs.grad_norm_outlier, kLlmcOutlierSeries1[i].x);
+        outlier_detector_update(&rs.loss_outlier, kLlmcOutlierSeries0.at(i).x);
+        outlier_detector_update(&rs.grad_norm_outlier, kLlmcOutlierSeries1.at(i).x);
     }
     return rs;
 }
@@ -101,10 +132,10 @@ RunState detectors_after(size_t n) {
 // The z-scores of both detectors for values n..end of the series, against llm.c's.
 void expect_continues_as_llmc(RunState rs, size_t n, const char* what) {
     for (size_t i = n; i < 600; i++) {
-        const double zl = outlier_detector_update(&rs.loss_outlier, kLlmcOutlierSeries0[i].x);
-        const double zn = outlier_detector_update(&rs.grad_norm_outlier, kLlmcOutlierSeries1[i].x);
-        ASSERT_TRUE(same_bits_or_both_nan(zl, kLlmcOutlierSeries0[i].z)) << what << ": loss value " << i;
-        ASSERT_TRUE(same_bits_or_both_nan(zn, kLlmcOutlierSeries1[i].z)) << what << ": norm value " << i;
+        const double zl = outlier_detector_update(&rs.loss_outlier, kLlmcOutlierSeries0.at(i).x);
+        const double zn = outlier_detector_update(&rs.grad_norm_outlier, kLlmcOutlierSeries1.at(i).x);
+        ASSERT_TRUE(same_bits_or_both_nan(zl, kLlmcOutlierSeries0.at(i).z)) << what << ": loss value " << i;
+        ASSERT_TRUE(same_bits_or_both_nan(zn, kLlmcOutlierSeries1.at(i).z)) << what << ": norm value " << i;
     }
 }
 
@@ -175,9 +206,9 @@ TEST(OutlierDetectorResume, EarlierBuildsFilesResume) {
     EXPECT_EQ(got.loss_outlier.index, rs.loss_outlier.index);
     EXPECT_NEAR(got.loss_outlier.sum, rs.loss_outlier.sum, 1e-9 * std::fabs(rs.loss_outlier.sum));
     for (size_t i = 450; i < 600; i++) {
-        const double z = outlier_detector_update(&got.loss_outlier, kLlmcOutlierSeries0[i].x);
-        if (std::isfinite(kLlmcOutlierSeries0[i].z)) {
-            EXPECT_NEAR(z, kLlmcOutlierSeries0[i].z, 1e-6) << i;
+        const double z = outlier_detector_update(&got.loss_outlier, kLlmcOutlierSeries0.at(i).x);
+        if (std::isfinite(kLlmcOutlierSeries0.at(i).z)) {
+            EXPECT_NEAR(z, kLlmcOutlierSeries0.at(i).z, 1e-6) << i;
         }
     }
 }

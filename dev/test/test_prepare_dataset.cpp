@@ -345,7 +345,7 @@ TEST(Shards, TempThenRename) {
     EXPECT_EQ(read_file(left[0]).size(), 1024u + 6u);
 }
 
-// Issue 21 point 2: a run that fails after several shards are complete leaves no shard, no *.tmp and no
+// A run that fails after several shards are complete leaves no shard, no *.tmp and no
 // staging folder (it used to leave the finished shards under their final names).
 TEST(Shards, FailureLateInTheRunLeavesNothing) {
     REQUIRE_VOCAB();
@@ -361,7 +361,7 @@ TEST(Shards, FailureLateInTheRunLeavesNothing) {
     EXPECT_EQ(list_files(tmp.path + "/out"), std::vector<std::string>{});
 }
 
-// Issue 21 point 2: a second, smaller run into the same folder replaces the whole set: no shard of the
+// A second, smaller run into the same folder replaces the whole set: no shard of the
 // first run stays to be picked up by a glob; a staging folder left by a killed run is deleted.
 TEST(Shards, RerunReplacesTheWholeSet) {
     REQUIRE_VOCAB();
@@ -473,7 +473,7 @@ TEST(EvalFile, BadInputs) {
     EXPECT_EXIT(prepare_eval_file(bpe(), noctx, out), testing::ExitedWithCode(1), "line 2 has no string field \"ctx\"");
     std::string empty = tmp.write("empty.jsonl", "");
     EXPECT_EXIT(prepare_eval_file(bpe(), empty, out), testing::ExitedWithCode(1), "holds no examples");
-    // issue 21 point 3: an empty context used to be written, and then refused by the eval loader
+    // an empty context used to be written, and then refused by the eval loader
     std::string emptyctx = tmp.write("emptyctx.jsonl", "{\"ctx\": \"x\", \"endings\": [\"a\", \"b\", \"c\", \"d\"], \"label\": 1}\n"
                                                      "{\"ctx\": \"\", \"endings\": [\"a\", \"b\", \"c\", \"d\"], \"label\": 0}\n");
     EXPECT_EXIT(prepare_eval_file(bpe(), emptyctx, out), testing::ExitedWithCode(1),

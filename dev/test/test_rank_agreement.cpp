@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "llmc/gpt2_vocab.h"
 #include "llmc/rank_agreement.h"
 #include "test_util.h"
 
@@ -100,20 +101,19 @@ TEST(StepVote, OneRanksSignalStopsEveryRankAtTheSameStep) {
     // the signal reached rank 2 only (between the ranks' checks): all four decide to stop
     std::vector<StepVote> votes = {{2.0f, false, false}, {2.5f, false, false}, {3.0f, true, false}, {2.5f, false, false}};
     for (const StepDecision& d : run_vote(votes)) {
-        EXPECT_TRUE(d.stop);
-        EXPECT_EQ(d.stop_requests, 1);
+        EXPECT_EQ(d.stop_requests, 1);  // > 0: every rank stops after this step
         EXPECT_FALSE(d.last_disagree);
         EXPECT_FLOAT_EQ(d.loss, 2.5f);
     }
     votes[2].stop_requested = false;
-    for (const StepDecision& d : run_vote(votes)) EXPECT_FALSE(d.stop);
+    for (const StepDecision& d : run_vote(votes)) EXPECT_EQ(d.stop_requests, 0);
 }
 
 TEST(StepVote, ANonFiniteLossOnOneRankIsNonFiniteOnEvery) {
     std::vector<StepVote> votes = {{2.0f, false, false}, {NAN, false, false}, {2.0f, false, false}};
     for (const StepDecision& d : run_vote(votes)) {
         EXPECT_FALSE(std::isfinite(d.loss));
-        EXPECT_FALSE(d.stop);  // the counts are not poisoned by the loss
+        EXPECT_EQ(d.stop_requests, 0);  // the counts are not poisoned by the loss
     }
 }
 
@@ -208,7 +208,7 @@ std::string write_train_shard(const std::string& dir) {
     header[2] = 2001;
     std::string bytes((const char*)header.data(), 1024);
     for (int i = 0; i < 2001; i++) {
-        const uint16_t t = (uint16_t)(i * 7 % 50257);
+        const uint16_t t = (uint16_t)(i * 7 % GPT2_VOCAB_SIZE);
         bytes.append((const char*)&t, 2);
     }
     write_file(path, bytes);

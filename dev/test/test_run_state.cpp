@@ -333,7 +333,7 @@ std::vector<int> batch(DataLoader* dl) {
 
 }  // namespace
 
-// Issue 23 point 3: a state file as llm.c writes it (shuffled or not, any rank) reads, every field
+// A state file as llm.c writes it (shuffled or not, any rank) reads, every field
 // lands, and the restored loader continues with the batches of an uninterrupted run.
 TEST(RunStateLlmc, LlmcsFileReadsAndTheLoaderContinues) {
     TempDir dir("test_run_state");
@@ -520,7 +520,7 @@ TEST(RunStateLlmc, MismatchedLlmcFilesAreRefusedNamingTheDifference) {
     dataloader_free(&dl);
 }
 
-// Issue 21 point 4: the checksum covers the header, so a changed step, RNG state, data position or
+// The checksum covers the header, so a changed step, RNG state, data position or
 // epoch is refused, and zeroing slot 6 does not switch the check off.
 TEST(RunStateErrors, ChangedHeaderSlotsAreCaughtAndTheChecksumCannotBeSwitchedOff) {
     const StateFile f(sample_state(true), 64);
@@ -576,7 +576,7 @@ TEST(RunState, FileWithoutChecksumReadsWithAWarning) {
     EXPECT_EQ(b.master, f.a.master);
 }
 
-// Issue 21 point 6: a shuffled state with an empty window order (corrupt) must not memcpy from null.
+// A shuffled state with an empty window order (corrupt) must not memcpy from null.
 TEST(RunState, EmptyPermutationReadsWithoutUndefinedBehaviour) {
     RunState rs = sample_state(true);
     rs.loader.sample_order.clear();

@@ -26,8 +26,8 @@ const int kMaxProcesses = 8;
 GPT2Config config_of(const Shape& s) {
     GPT2Config c;
     c.max_seq_len = 1024;
-    c.vocab_size = 50257;
-    c.padded_vocab_size = 50304;
+    c.vocab_size = GPT2_VOCAB_SIZE;
+    c.padded_vocab_size = GPT2_PADDED_VOCAB_SIZE;
     c.num_layers = s.L;
     c.num_heads = s.NH;
     c.channels = s.C;
@@ -40,7 +40,7 @@ struct Expected {
     size_t param_offset, size, state_offset, position;
 };
 std::vector<std::pair<int, Expected>> llmc_layout(const Shape& s, int P, int rank) {
-    const size_t Vp = 50304, maxT = 1024, L = s.L, C = s.C;
+    const size_t Vp = GPT2_PADDED_VOCAB_SIZE, maxT = 1024, L = s.L, C = s.C;
     // elements of tensor i, all layers: wte wpe ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb lnfw lnfb
     const size_t elements[16] = {Vp * C, maxT * C, L * C, L * C, L * 3 * C * C, L * 3 * C, L * C * C, L * C,
                                  L * C,  L * C,    L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C, C, C};
@@ -96,6 +96,17 @@ TEST(ZeroShards, ChunksMatchLlmcLayout) {
     }
 }
 
+// The (offset, size) runs of all ranks together tile [0, N): no gap, no overlap.
+void expect_tiling(std::vector<std::pair<size_t, size_t>> runs, size_t N) {
+    std::sort(runs.begin(), runs.end());
+    size_t next = 0;
+    for (const auto& [off, n] : runs) {
+        ASSERT_EQ(off, next);
+        next += n;
+    }
+    EXPECT_EQ(next, N);
+}
+
 // Across the ranks every parameter is in exactly one chunk, and each rank's m/v/master buffer is its
 // chunks back to back, N / P elements.
 TEST(ZeroShards, EveryParameterOwnedOnceAndShardsPacked) {
@@ -116,13 +127,7 @@ TEST(ZeroShards, EveryParameterOwnedOnceAndShardsPacked) {
                 EXPECT_EQ(packed, N / P);
                 EXPECT_EQ(zero_shard_size(cfg, 1, P), N / P);
             }
-            std::sort(runs.begin(), runs.end());
-            size_t next = 0;  // the runs tile [0, N): no gap, no overlap
-            for (const auto& [off, n] : runs) {
-                ASSERT_EQ(off, next);
-                next += n;
-            }
-            EXPECT_EQ(next, N);
+            expect_tiling(runs, N);
         }
     }
 }
@@ -237,13 +242,7 @@ TEST(ZeroShards, EveryElementOwnedOnceAtEveryProcessCount) {
                     }
                 }
             }
-            std::sort(runs.begin(), runs.end());
-            size_t next = 0;  // the runs tile [0, N): no gap, no overlap
-            for (const auto& [off, n] : runs) {
-                ASSERT_EQ(off, next);
-                next += n;
-            }
-            EXPECT_EQ(next, N);
+            expect_tiling(runs, N);
         }
     }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ours against llm.c on one GPU (issue 23): from one checkpoint, the same command line for 20 steps
+# Ours against llm.c on one GPU: from one checkpoint, the same command line for 20 steps
 # with the default (llm.c) shuffle, then each program resumes the other's step-10 state file and runs
 # to step 20; both from -e d12 (llm.c's random init, which ours reproduces bit for bit) for 20 steps, also
 # with gradient accumulation (-d 16384); and (BF16, LLMC_RECIPE=0 skips it) our scripts/run_gpt2_124M.sh
@@ -13,7 +13,7 @@
 # is built without cuDNN and without NCCL (NO_MULTI_GPU=1), ours likewise.
 # Pass: every run prints 20 (resumed: 10) steps; ours and llm.c within MAX_DLOSS (default 0.01 BF16,
 # 1e-4 FP32) at every step, and each resumed run within the same of the run that wrote the state.
-# H200, session 12: BF16 max |dloss| 0.0023 (same command line), 0.0005 / 0.0007 after resuming;
+# One H200 run: BF16 max |dloss| 0.0023 (same command line), 0.0005 / 0.0007 after resuming;
 # FP32 8e-6, 1.2e-5 / 2e-6.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."

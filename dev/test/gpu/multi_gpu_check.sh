@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-GPU checks of the multi-GPU build (issue: multi-GPU). With LLMC_NCCL_SINGLE=1 the NCCL build
+# One-GPU checks of the multi-GPU build. With LLMC_NCCL_SINGLE=1 the NCCL build
 # runs the whole NCCL path with one process (id exchange, communicator, all-reduce / reduce-scatter /
 # all-gather, each an identity with one rank). Passes when
 #   - 20 steps of the NCCL build with -z 0 and with -z 1 print the same losses and norms as the

@@ -23,6 +23,7 @@
 #      rank 1 killed (SIGKILL) mid-run: rank 0 exits 1 within 30 s ("rank 1 ended without a message").
 #   5. the watchdog's abort (2 GPUs): rank 1's vote blocks (LLMC_TEST_HANG_AT_STEP=5 on rank 1 only),
 #      -wt 20: both exit 1 (never a crash) within 60 s, five times.
+# The trainer is a test build (EXTRA_NVCC_FLAGS=-DLLMC_TEST_HOOKS): only it has the LLMC_TEST_* hooks.
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 export NCCL_NVLS_ENABLE=0
@@ -35,7 +36,7 @@ echo "GPUs: $NGPU"
 [ "$NGPU" -ge 2 ] || { echo "SKIP: every case needs at least 2 GPUs"; exit 0; }
 [ -f dev/data/tinyshakespeare/tiny_shakespeare_train.bin ] || bash dev/data/tinyshakespeare.sh > /dev/null || exit 1
 DATA=(-i "$PWD/dev/data/tinyshakespeare/tiny_shakespeare_train.bin" -j "$PWD/dev/data/tinyshakespeare/tiny_shakespeare_val.bin")
-make -j"$(nproc)" train_gpt2cu > "$D/build.log" 2>&1 && mkdir -p "$D/bin" && cp train_gpt2cu "$D/bin/" || { tail "$D/build.log"; exit 1; }
+make -j"$(nproc)" train_gpt2cu EXTRA_NVCC_FLAGS=-DLLMC_TEST_HOOKS > "$D/build.log" 2>&1 && mkdir -p "$D/bin" && cp train_gpt2cu "$D/bin/" || { tail "$D/build.log"; exit 1; }
 BIN=$D/bin/train_gpt2cu
 SMALL=(-b 4 -t 256 -l 6e-4 -u 10 -v 0 -s 0 "${DATA[@]}")
 status=0

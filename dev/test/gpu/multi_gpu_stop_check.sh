@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-GPU checks of stopping and of the watchdog in the NCCL build (issue: multi-GPU hardening):
+# One-GPU checks of stopping and of the watchdog in the NCCL build:
 #   1. LLMC_NCCL_SINGLE=1 -pi tcp: SIGTERM during training -> "stopping after step N", a complete
 #      checkpoint of step N (DONE_N), exit 0
 #   2. mpirun -np 1 through run_forwarding_term (scripts/mpi_launch.sh, as run_gpt2.sh starts it):
@@ -7,6 +7,7 @@
 #   3. LLMC_TEST_HANG_AT_STEP=5 -wt 20: the step's vote blocks; the watchdog aborts the communicator and
 #      the run exits 1 within 60 s with "watchdog: step 5: the loss / stop vote (ncclAllReduce)"
 #   4. the same in the NO_MULTI_GPU=1 build (no NCCL: the wait is the gradient norm's stream sync)
+# Both builds are test builds (EXTRA_NVCC_FLAGS=-DLLMC_TEST_HOOKS): only they have the hook of check 3.
 # Usage: dev/test/gpu/multi_gpu_stop_check.sh   (STOP_DIR: logs)
 set -uo pipefail
 source "$(dirname "$0")/../../../scripts/mpi_launch.sh"
@@ -18,8 +19,8 @@ D=${STOP_DIR:-build/multi_gpu_stop_check}
 rm -rf "$D"; mkdir -p "$D"
 [ -f dev/data/tinyshakespeare/tiny_shakespeare_train.bin ] || bash dev/data/tinyshakespeare.sh > /dev/null || exit 1
 J=$(nproc)
-make -j"$J" train_gpt2cu NO_MULTI_GPU=1 > "$D/build_single.log" 2>&1 && mkdir -p "$D/bin_single" && cp train_gpt2cu "$D/bin_single/" || { tail "$D/build_single.log"; exit 1; }
-make -j"$J" train_gpt2cu > "$D/build_nccl.log" 2>&1 && mkdir -p "$D/bin_nccl" && cp train_gpt2cu "$D/bin_nccl/" || { tail "$D/build_nccl.log"; exit 1; }
+make -j"$J" train_gpt2cu NO_MULTI_GPU=1 EXTRA_NVCC_FLAGS=-DLLMC_TEST_HOOKS > "$D/build_single.log" 2>&1 && mkdir -p "$D/bin_single" && cp train_gpt2cu "$D/bin_single/" || { tail "$D/build_single.log"; exit 1; }
+make -j"$J" train_gpt2cu EXTRA_NVCC_FLAGS=-DLLMC_TEST_HOOKS > "$D/build_nccl.log" 2>&1 && mkdir -p "$D/bin_nccl" && cp train_gpt2cu "$D/bin_nccl/" || { tail "$D/build_nccl.log"; exit 1; }
 # the copies keep the name train_gpt2cu: run_forwarding_term finds the ranks by it (on the H200 a copy
 # named bin_nccl never got the forwarded SIGTERM and ran all its steps)
 COMMON=(-e d12 -b 8 -t 1024 -x 2000 -l 6e-4 -v 0 -s 0)

@@ -53,7 +53,7 @@ for b in $builds; do
         elif [ "$p" = BF16 ] && [ "${run#*:}" = _debug_state_v2 ] && [ -x "$bin" ]; then
             # llm.c's bf16 gradient limits were set by hand for its own file (GPT-2 124M's released
             # weights); this file comes from a 300-step Tiny Shakespeare model whose position-embedding
-            # gradient is larger (H200, session 12: dwpe at 4.8x llm.c's 4e-3 + 0.079|ref|, every other
+            # gradient is larger (one H200 run: dwpe at 4.8x llm.c's 4e-3 + 0.079|ref|, every other
             # check within). The v2 reader is checked by the FP32 build at llm.c's 1e-6 limits and bf16
             # precision by the version-3 file's PyTorch-derived limits, so this run is reported, not counted.
             echo "=== INFO (not counted) $what: outside llm.c's hand-set bf16 limits for GPT-2 124M's weights"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Crash-and-resume check on a GPU (issue: checkpoints and resume). Three runs of the same 60 steps:
+# Crash-and-resume check on a GPU. Three runs of the same 60 steps:
 #   A  uninterrupted, checkpoints every 20 steps
 #   B  killed with SIGKILL during step ~45, then resumed with -y 1 (from step 40)
 #   C  sent SIGTERM during step ~10: must write a checkpoint and exit 0
