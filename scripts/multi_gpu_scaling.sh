@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-parallel checks on a machine with several GPUs (the multi-GPU run issue). In one run:
+# Data-parallel checks on a machine with several GPUs. In one run:
 #   0. data: shards from Tiny Shakespeare repeated (scripts/scaling_data.sh), enough windows for 20
 #      steps of every configuration below (Tiny Shakespeare's own train split holds 4 of the 8 windows
 #      one step of -d 524288 -b 64 needs on one GPU)
