@@ -17,13 +17,15 @@
 #   llmc_ci_check            llm.c's own GPU CI commands against our binaries
 #   llmc_compare_check       ours against llm.c (needs LLMC_DIR=<karpathy/llm.c tree>, else skipped)
 #   multi_gpu_ranks_check    what only several GPUs show (skipped with fewer than 2 GPUs)
+#   same_bits_check          the same bits as another version (needs SAME_BITS_BASE=<a checkout or a git
+#                            revision> to compare with, else skipped): for changes that must not change them
 #   kernel_lab               the kernel lab, every program (make -C dev/cuda, dev/cuda/run_all.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 LOG=${GPU_LOG_DIR:-build/gpu-logs}
 mkdir -p "$LOG"
 ALL="pytorch_reference_check resume_check bad_shard_check zero_check multi_gpu_check multi_gpu_stop_check"
-ALL+=" llmc_ci_check llmc_compare_check multi_gpu_ranks_check kernel_lab"
+ALL+=" llmc_ci_check llmc_compare_check multi_gpu_ranks_check same_bits_check kernel_lab"
 CHECKS=${*:-$ALL}
 for c in $CHECKS; do
     case " $ALL " in *" $c "*) ;; *) echo "unknown check '$c' (known: $ALL)"; exit 1;; esac
@@ -90,6 +92,9 @@ for c in $CHECKS; do
         llmc_compare_check)
             if [ -z "${LLMC_DIR:-}" ]; then echo "SKIP  $c (set LLMC_DIR to a karpathy/llm.c tree)"; continue; fi
             run "$c" bash dev/test/gpu/llmc_compare_check.sh;;
+        same_bits_check)
+            if [ -z "${SAME_BITS_BASE:-}" ]; then echo "SKIP  $c (set SAME_BITS_BASE to a checkout or revision)"; continue; fi
+            run "$c" bash dev/test/gpu/same_bits_check.sh "$SAME_BITS_BASE";;
         multi_gpu_ranks_check)
             if [ "$GPUS" -lt 2 ]; then echo "SKIP  $c (needs 2 or more GPUs, this machine has $GPUS)"; continue; fi
             run "$c" bash dev/test/gpu/multi_gpu_ranks_check.sh;;

@@ -35,18 +35,18 @@ for side in this other; do
     "$D/train_gpt2cu_$side" "${FLAGS[@]}" -o "$D/out_$side" > "$D/run_$side.log" 2>&1 || { echo "FAIL: run of $side"; tail "$D/run_$side.log"; exit 1; }
 done
 status=0
-# step lines without the timing columns, val losses, and the samples (after "generating:", between its
-# two "---" lines)
+# step lines without the timing columns (dev/steplog.py), then the val losses and the samples (after
+# "generating:", between its two "---" lines)
 numbers() {
+    python3 dev/steplog.py lines --no-timing "$1"
     awk '/^generating:/ { s = 1; next }
          s > 0 && /^---$/ { s = s == 1 ? 2 : 0; next }
          s == 2 { print "sample: " $0; next }
-         /^val loss / { print; next }
-         /^step +[0-9]+\/[0-9]+ \|/ { sub(/\| [0-9.]+ ms.*/, ""); print }' "$1"
+         /^val loss / { print }' "$1"
 }
 numbers "$D/run_this.log" > "$D/numbers_this.txt"
 numbers "$D/run_other.log" > "$D/numbers_other.txt"
-steps=$(grep -c '^step' "$D/numbers_this.txt")
+steps=$(python3 dev/steplog.py count "$D/run_this.log")
 if [ "$steps" -eq 20 ] && cmp -s "$D/numbers_this.txt" "$D/numbers_other.txt"; then
     echo "PASS: 20 step lines, val losses and samples identical"
 else
