@@ -92,7 +92,7 @@ int failures = 0;
 void expect(bool ok, const MultiGpuConfig& cfg, const char* what, size_t at, float got, float want) {
     if (!ok) {
         if (failures < 20) {
-            fprintf(stderr, "rank %d FAIL %s: element %zu is %g, expected %g\n", cfg.process_rank, what, at, got, want);
+            fprintf(stderr, "rank %d FAIL %s: element %zu is %.9g, expected %.9g\n", cfg.process_rank, what, at, got, want);
         }
         failures++;
     }
@@ -314,6 +314,8 @@ void check_simulated_shards(const MultiGpuConfig& cfg, cudaStream_t s) {
                                  v + c.shard_offset, c.size, (uint32_t)c.position, ap, seed, s);
                 }
             }
+            // s is a non-blocking stream: the plain cudaMemcpy calls around this do not wait for it
+            cudaCheck(cudaStreamSynchronize(s));
         };
         // the whole vector
         cudaCheck(cudaMemcpy(d_p, p0.data(), N * sizeof(floatX), cudaMemcpyHostToDevice));
@@ -366,13 +368,15 @@ void check_simulated_shards(const MultiGpuConfig& cfg, cudaStream_t s) {
             const std::string what = "simulated P = " + std::to_string(P) + " shards, C = " + std::to_string(mc.channels);
             int bad = 0;
             for (size_t j = 0; j < N && bad < 5; j++) {
-                const bool same = memcmp(&got_p[j], &want_p[j], sizeof(floatX)) == 0 &&
-                                  memcmp(&got_m[j], &want_m[j], 4) == 0 && memcmp(&got_v[j], &want_v[j], 4) == 0 &&
-                                  memcmp(&got_master[j], &want_master[j], 4) == 0;
-                if (!same) {
+                const struct { const char* name; const void* got; const void* want; size_t bytes; } fields[] = {
+                    {"parameter", &got_p[j], &want_p[j], sizeof(floatX)}, {"m", &got_m[j], &want_m[j], 4},
+                    {"v", &got_v[j], &want_v[j], 4}, {"master", &got_master[j], &want_master[j], 4}};
+                for (const auto& f : fields) {
+                    if (memcmp(f.got, f.want, f.bytes) == 0) continue;
                     bad++;
-                    expect(false, cfg, (what + ": parameter / m / v / master bits").c_str(), j, (float)got_p[j],
-                           (float)want_p[j]);
+                    const float got = f.bytes == 4 ? *(const float*)f.got : (float)*(const floatX*)f.got;
+                    const float want = f.bytes == 4 ? *(const float*)f.want : (float)*(const floatX*)f.want;
+                    expect(false, cfg, (what + ": " + f.name + " bits").c_str(), j, got, want);
                 }
             }
         }

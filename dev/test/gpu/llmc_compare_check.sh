@@ -54,7 +54,8 @@ for p in BF16 FP32; do
     $llmc "${R[@]}" -d 16384 > $d/llmc_accum.log 2>&1 || { tail -5 $d/llmc_accum.log; status=1; }
     # the 124M recipe (BF16): our scripts/run_gpt2_124M.sh as a user starts it, against llm.c's
     # scripts/run_gpt2_124M.sh's trainer command (without its mpirun -np 8: one GPU), on the same shards:
-    # Tiny Shakespeare's train split 40 times over as fineweb10B (23 steps of 524,288 tokens; steps 1-20 compared)
+    # Tiny Shakespeare's train split 40 times over as fineweb10B (23 steps of 524,288 tokens; steps 1-20
+    # compared), its val split 3 times over (both trainers need one window of 64 x 1024 + 1 tokens)
     if [ $p = BF16 ] && [ "${LLMC_RECIPE:-1}" = 1 ]; then
         rd=$PWD/$d/recipe; mkdir -p $rd/dev/data/fineweb10B
         python3 - $TR $VA $rd/dev/data/fineweb10B <<'PY'
@@ -63,7 +64,7 @@ tr = np.fromfile(sys.argv[1], np.uint16, offset=1024); va = np.fromfile(sys.argv
 def shard(fn, t):
     h = np.zeros(256, np.int32); h[0] = 20240520; h[1] = 1; h[2] = len(t)
     open(fn, "wb").write(h.tobytes() + t.astype(np.uint16).tobytes())
-shard(sys.argv[3] + "/fineweb_train_000001.bin", np.tile(tr, 40)); shard(sys.argv[3] + "/fineweb_val_000000.bin", va)
+shard(sys.argv[3] + "/fineweb_train_000001.bin", np.tile(tr, 40)); shard(sys.argv[3] + "/fineweb_val_000000.bin", np.tile(va, 3))
 PY
         USE_CUDNN=0 DATASET=$rd/dev/data/fineweb10B OUT_DIR=$rd/ours bash scripts/run_gpt2_124M.sh > $d/ours_recipe.log 2>&1 ||
             { tail -5 $d/ours_recipe.log; status=1; }
