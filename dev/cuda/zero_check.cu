@@ -298,7 +298,12 @@ void check_simulated_shards(const MultiGpuConfig& cfg, cudaStream_t s) {
         cudaCheck(cudaMalloc(&d_v, N * sizeof(float)));
         cudaCheck(cudaMalloc(&d_master, N * sizeof(float)));
         cudaCheck(cudaMemcpy(d_g, g.data(), N * sizeof(floatX), cudaMemcpyHostToDevice));
+        // s is a non-blocking stream, so neither direction of the plain cudaMemcpy calls around the updates
+        // is ordered with it: a copy from pageable memory may return before its DMA has landed (the kernels
+        // then read part old data, as seen from element 3 * 2^20 of a 14.6 MB copy on), and a copy back does
+        // not wait for the kernels. The device is synchronized before and after.
         auto update = [&](const std::vector<ZeroChunk>& chunks, floatX* p, float* master, float* m, float* v) {
+            cudaCheck(cudaDeviceSynchronize());
             uint64_t seeds = 13371337;
             size_t k = 0;
             for (int i = 0; i < NUM_PARAMETER_TENSORS; i++) {
@@ -314,7 +319,6 @@ void check_simulated_shards(const MultiGpuConfig& cfg, cudaStream_t s) {
                                  v + c.shard_offset, c.size, (uint32_t)c.position, ap, seed, s);
                 }
             }
-            // s is a non-blocking stream: the plain cudaMemcpy calls around this do not wait for it
             cudaCheck(cudaStreamSynchronize(s));
         };
         // the whole vector
