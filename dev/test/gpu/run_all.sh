@@ -6,7 +6,7 @@
 # build/gpu-logs), one NAME.log per check. Each CHECK but zero_check and kernel_lab is the script
 # dev/test/gpu/CHECK.sh, which also runs alone.
 #
-# Usage: dev/test/gpu/run_all.sh [CHECK ...]        default: all of them, in this order:
+# Usage: [GPU_LANES=1] dev/test/gpu/run_all.sh [CHECK ...]        default: all of them, in this order:
 #   pytorch_reference_check  test_gpt2cu against the PyTorch reference (BF16, FP32; + cuDNN when the cuDNN
 #                            frontend headers are found), two shapes
 #   resume_check             SIGKILL + resume, SIGTERM checkpoint
@@ -20,6 +20,8 @@
 #   same_bits_check          the same bits as another version (needs SAME_BITS_BASE=<a checkout or a git
 #                            revision> to compare with, else skipped): for changes that must not change them
 #   kernel_lab               the kernel lab, every program (make -C dev/cuda, dev/cuda/run_all.sh)
+# GPU_LANES=1 runs the checks in three lanes at once (below): the same checks and count, in about half
+# the time.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 LOG=${GPU_LOG_DIR:-build/gpu-logs}
@@ -58,6 +60,9 @@ if has llmc_compare_check; then
     builds+=("train_gpt2cu PRECISION=BF16 USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1"
              "train_gpt2cu PRECISION=FP32 USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1")
 fi
+# the test-hook builds (EXTRA_NVCC_FLAGS=-DLLMC_TEST_HOOKS: build dirs of their own)
+if has multi_gpu_stop_check || has multi_gpu_ranks_check; then builds+=("train_gpt2cu EXTRA_NVCC_FLAGS=-DLLMC_TEST_HOOKS"); fi
+if has multi_gpu_stop_check; then builds+=("train_gpt2cu NO_MULTI_GPU=1 EXTRA_NVCC_FLAGS=-DLLMC_TEST_HOOKS"); fi
 t0=$SECONDS
 k=0
 for b in "${builds[@]}"; do
@@ -73,6 +78,52 @@ wait
 echo "builds: ${#builds[@]} switch combinations in $((SECONDS - t0)) s"
 
 passed=0; failed=0; failed_names=()
+
+# GPU_LANES=1: the checks in three lanes at the same time after the builds above, each lane over its own
+# copy of the tree (its own ./train_gpt2cu and ./test_gpt2cu, which the checks copy into place), each
+# lane this script again with GPU_LANES=0: about half the time of one lane, for pass / fail only (no
+# check here times anything against a limit tighter than what sharing the GPU costs). The kernel lab
+# (it times kernels) and multi_gpu_ranks_check (every GPU) run after the lanes.
+if [ "${GPU_LANES:-0}" = 1 ]; then
+    LANES=("resume_check bad_shard_check multi_gpu_check multi_gpu_stop_check"
+           "pytorch_reference_check llmc_ci_check"
+           "zero_check llmc_compare_check same_bits_check")
+    ROOT=$(pwd); ABSLOG=$(cd "$LOG" && pwd)
+    [ -n "${LLMC_DIR:-}" ] && [ -d "$LLMC_DIR" ] && LLMC_DIR=$(cd "$LLMC_DIR" && pwd) && export LLMC_DIR
+    [ -n "${SAME_BITS_BASE:-}" ] && [ -d "$SAME_BITS_BASE" ] && SAME_BITS_BASE=$(cd "$SAME_BITS_BASE" && pwd) &&
+        export SAME_BITS_BASE
+    t0=$SECONDS
+    for i in 0 1 2; do
+        mine=""
+        for c in ${LANES[$i]}; do has "$c" && mine+=" $c"; done
+        [ -n "$mine" ] || continue
+        tree=$ROOT
+        if [ "$i" -gt 0 ]; then  # a copy of the tree with its builds, times kept (make finds them up to date)
+            tree=$ROOT/build/lanes/lane$i; rm -rf "$tree"; mkdir -p "$tree"
+            tar -C "$ROOT" -cf - --exclude=./build/lanes . | tar -C "$tree" -xf -
+        fi
+        # shellcheck disable=SC2086  # $mine is a list of check names
+        ( cd "$tree" && GPU_LANES=0 GPU_LOG_DIR="$ABSLOG/lane$i" bash dev/test/gpu/run_all.sh $mine > "$ABSLOG/lane$i.out" 2>&1 ) &
+    done
+    wait
+    for i in 0 1 2; do
+        [ -f "$ABSLOG/lane$i.out" ] || continue
+        echo "--- lane $i: $(grep -E '^(PASS|FAIL|SKIP) ' "$ABSLOG/lane$i.out" | awk '{print $2}' | tr '\n' ' ')"
+        grep -vE '^(NVIDIA|commit |builds:|[0-9]+ passed, [0-9]+ failed$)|^$' "$ABSLOG/lane$i.out"
+        line=$(tail -n 1 "$ABSLOG/lane$i.out")
+        if [[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+            passed=$((passed + BASH_REMATCH[1])); failed=$((failed + BASH_REMATCH[2]))
+        else
+            failed=$((failed + 1)); failed_names+=("lane$i (ended without its count: $ABSLOG/lane$i.out)")
+        fi
+        while read -r name; do failed_names+=("$name"); done < <(grep -E '^FAIL ' "$ABSLOG/lane$i.out" | awk '{print $2}')
+    done
+    echo "lanes: $((SECONDS - t0)) s"
+    rest=""
+    for c in kernel_lab multi_gpu_ranks_check; do has "$c" && rest+=" $c"; done
+    CHECKS=$rest
+fi
+
 run() {  # NAME CMD...
     local name=$1; shift
     local t=$SECONDS
