@@ -388,12 +388,8 @@ def mode_bad(work):
     deep = os.path.join(work, "new1", "new2", "out.bin")
     refused("a NaN weight, OUT in folders to be made", ("import", os.path.join(work, "nan"), deep),
             "holds NaN or inf", absent=[os.path.join(work, "new1")])
-    sys_out = "/sys/hf_check_out.bin"
-    if unwritable_as_anyone(sys_out):
-        refused("OUT on a file system that refuses new files (/sys)", ("import", good, sys_out),
-                "cannot create a file next to it", absent=[sys_out])
-    else:
-        check(False, f"setup: {sys_out} could be created (the check needs /sys to refuse new files)")
+    refused_on_sys("OUT on a file system that refuses new files (/sys)", ("import", good, "/sys/hf_check_out.bin"),
+                   "cannot create a file next to it")
     ro = os.path.join(work, "readonly")
     os.mkdir(ro)
     os.chmod(ro, 0o555)
@@ -462,12 +458,8 @@ def mode_bad(work):
     check(open(a_file, "rb").read() == b"x", "export onto a file leaves the file as it was")
     run_ok("export", big_ckpt, e[9])  # fp32 holds it
 
-    sys_dir = "/sys/hf_check_export"
-    if unwritable_as_anyone(sys_dir):
-        refused("OUT_DIR where no folder can be made (/sys)", ("export", ckpt, sys_dir),
-                "cannot create the folder", absent=[sys_dir])
-    else:
-        check(False, f"setup: {sys_dir} could be created (the check needs /sys to refuse new files)")
+    refused_on_sys("OUT_DIR where no folder can be made (/sys)", ("export", ckpt, "/sys/hf_check_export"),
+                   "cannot create the folder")
     for name in ("model.safetensors", "config.json"):  # the other file must not appear either
         d = os.path.join(work, f"ex_{name}")
         os.makedirs(os.path.join(d, name))
@@ -509,6 +501,16 @@ def unwritable_as_anyone(path):
         return True
     os.remove(path)
     return False
+
+
+def refused_on_sys(what, args, pattern):
+    """refused() with the output path args[-1] under /sys, which must refuse new files even to root; a
+    machine where it does not fails the check's setup."""
+    path = args[-1]
+    if unwritable_as_anyone(path):
+        refused(what, args, pattern, absent=[path])
+    else:
+        check(False, f"setup: {path} could be created (the check needs /sys to refuse new files)")
 
 
 def exclusive_temp_check(work):
