@@ -86,8 +86,8 @@ passed=0; failed=0; failed_names=()
 # (it times kernels) and multi_gpu_ranks_check (every GPU) run after the lanes.
 if [ "${GPU_LANES:-0}" = 1 ]; then
     LANES=("resume_check bad_shard_check multi_gpu_check multi_gpu_stop_check"
-           "pytorch_reference_check llmc_ci_check"
-           "zero_check llmc_compare_check same_bits_check")
+           "pytorch_reference_check llmc_ci_check zero_check same_bits_check"
+           "llmc_compare_check")
     ROOT=$(pwd); ABSLOG=$(cd "$LOG" && pwd)
     [ -n "${LLMC_DIR:-}" ] && [ -d "$LLMC_DIR" ] && LLMC_DIR=$(cd "$LLMC_DIR" && pwd) && export LLMC_DIR
     [ -n "${SAME_BITS_BASE:-}" ] && [ -d "$SAME_BITS_BASE" ] && SAME_BITS_BASE=$(cd "$SAME_BITS_BASE" && pwd) &&
