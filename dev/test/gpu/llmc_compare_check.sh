@@ -7,6 +7,7 @@
 # an FP32 build (FP32 state files carry llm.c's master-weight block).
 #
 #   LLMC_DIR=<llm.c source tree> dev/test/gpu/llmc_compare_check.sh      (prints a summary; exit 1 on failure)
+#   LLMC_PRECISIONS="BF16" (or "FP32"): one build only; LLMC_RECIPE=0: without the recipes
 #
 # LLMC_DIR: a copy of karpathy/llm.c (checked at f1e2ace). It is copied to build/llmc_compare_check/ and
 # patched there for CUDA 13: cudaMemAdvise takes a cudaMemLocation instead of cudaCpuDeviceId. llm.c
@@ -30,7 +31,7 @@ TR=$TS/tiny_shakespeare_train.bin; VA=$TS/tiny_shakespeare_val.bin
 [ -f $TR ] || bash dev/data/tinyshakespeare.sh || exit 1
 rm -rf $W && mkdir -p $W
 SM=${GPU_COMPUTE_CAPABILITY:-90}
-for p in BF16 FP32; do
+for p in ${LLMC_PRECISIONS:-BF16 FP32}; do
     cp -r "$LLMC_DIR" $W/llmc_$p
     sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
         $W/llmc_$p/llmc/cuda_utils.cuh
@@ -41,7 +42,7 @@ for p in BF16 FP32; do
 done
 wait
 status=0
-for p in BF16 FP32; do
+for p in ${LLMC_PRECISIONS:-BF16 FP32}; do
     ours=build/$p-cudnn0-nccl0-mpi0-sm$SM/train_gpt2cu; llmc=$W/llmc_$p/train_gpt2cu
     [ -x $ours ] && [ -x $llmc ] || { status=1; continue; }
     d=$W/$p; mkdir -p $d
