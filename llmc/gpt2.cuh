@@ -151,7 +151,7 @@ struct GPT2Options {
     int recompute = 1;           // -r
     int gelu_fusion = 0;         // -ge
     bool use_master_weights = true;  // -w (bf16 builds only)
-    bool overlap_update = false;     // AdamW on a second stream, overlapped with the next forward (-uo)
+    bool overlap_update = false;     // AdamW on a second stream, overlapped with the next forward (-ao)
     // (-f and -ma, TF32 and the autotunes, are the GpuContext's: llmc/gpu_context.cuh)
 };
 
