@@ -25,7 +25,7 @@
 # rounding change alone (llm.c -ge 2 against llm.c, printed beside it), so its 20-step trajectory sits
 # at half the limit before any difference of ours; ours measured 0.0103 there with our default flags and
 # 0.0109 with llm.c's (-ge 0 -r 1), against 0.0067 from -e d12, where llm.c's own spread is 0.0013
-# (2026-12-07, H100, dev/test/RESULTS.md). What the comparison with llm.c must show from scratch, with
+# (2026-12-08, H100, dev/test/RESULTS.md). What the comparison with llm.c must show from scratch, with
 # gradient accumulation and for the recipe stays counted at 0.01, as does every FP32 comparison and
 # each resume of the other's state. Results: README.md's tests table, dev/test/RESULTS.md.
 set -uo pipefail
