@@ -1,5 +1,6 @@
 /*
- * Survey of cuBLASLt's algorithms for the trainer's GEMMs (llmc/matmul.cuh) at GPT-2 d12, B*T = 65536:
+ * Survey of cuBLASLt's algorithms for the trainer's GEMMs (llmc/matmul.cuh) at GPT-2 d12, B*T = 65536
+ * (other shapes by environment, below):
  * for every GEMM of one training step, each of cuBLASLt's ranked candidates (up to 32) is
  *   - run twice from the same state: the two outputs must be bitwise equal (deterministic),
  *   - compared bit for bit with candidate 0 (the one the trainer takes by default),
@@ -7,7 +8,9 @@
  * The table lists candidate 0, the fastest, and the fastest that is bitwise equal to candidate 0, and the
  * step total of each (times the number of calls per step). Exit status 1 if a candidate is not
  * deterministic or produces NaN/Inf.
- * Env: MATMUL_ALGOS_N=<rows> (default 65536), MATMUL_ALGOS_MAX=<candidates> (default 32).
+ * Env: MATMUL_ALGOS_N=<rows> (default 65536), MATMUL_ALGOS_C=<channels> (768) and MATMUL_ALGOS_L=<layers> (12)
+ * for another model (d48 at B=8: MATMUL_ALGOS_N=8192 MATMUL_ALGOS_C=1600 MATMUL_ALGOS_L=48),
+ * MATMUL_ALGOS_MAX=<candidates> (default 32).
  * MATMUL_ALGOS_SEARCH=1 also searches beyond the heuristic's list: for each algorithm id it returned,
  * every tile the id supports x stages (auto, the candidate's) x cluster shapes (auto, the candidate's,
  * 1x1, 2x1, 1x2) x CTA swizzle 0/1, with the candidate's split-K, reduction and custom option; the
@@ -250,11 +253,16 @@ static void survey(const Gemm& g, int max_candidates, Summary& total) {
 }
 
 int main() {
-    lab_init("matmul_algos");
-    lab().reps = (int)env_or("LAB_REPS", 10);
     const int N = (int)env_or("MATMUL_ALGOS_N", 65536);
     const int max_candidates = (int)env_or("MATMUL_ALGOS_MAX", 32);
-    const int C = 768, L = 12, Vp = GPT2_PADDED_VOCAB_SIZE;
+    const int C = (int)env_or("MATMUL_ALGOS_C", 768), L = (int)env_or("MATMUL_ALGOS_L", 12), Vp = GPT2_PADDED_VOCAB_SIZE;
+    if (C % 8 != 0) {  // (env_or has refused values <= 0)
+        fprintf(stderr, "matmul_algos: MATMUL_ALGOS_C=%d must be a multiple of 8 (16-byte rows)\n", C);
+        return 2;
+    }
+    lab_init("matmul_algos");
+    lab().reps = (int)env_or("LAB_REPS", 10);
+    printf("shape: N = B*T = %d rows, C = %d, %d layers\n", N, C, L);
     using E = MatmulEpilogue;
     using Op = MatmulOp;
     // the calls of gpt2_forward / gpt2_backward (llmc/gpt2.cuh) through matmul_forward / matmul_backward,

@@ -78,6 +78,11 @@ if [ -f dev/cuda/Makefile ]; then
     run build-dev-cuda make -C dev/cuda -j2 all
     # the cuDNN labs link the root build's cudnn_att.o (the BF16 cuDNN builds above made it)
     run build-dev-cuda-cudnn make -C dev/cuda -j2 all USE_CUDNN=1
+    # the GEMM survey takes other model shapes from its environment, checked before any CUDA call
+    expect_fail lab-matmul-algos-bad-channels "MATMUL_ALGOS_C=12 must be a multiple of 8" \
+        env MATMUL_ALGOS_C=12 dev/cuda/bin/matmul_algos
+    expect_fail lab-matmul-algos-bad-layers "MATMUL_ALGOS_L='0' must be a positive number" \
+        env MATMUL_ALGOS_L=0 dev/cuda/bin/matmul_algos
 fi
 
 echo "== trainer without a GPU: clear message, exit 1"
